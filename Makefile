@@ -1,0 +1,55 @@
+# Two commands matter: `make demo` and `make test`. Both run `setup` first, which is idempotent
+# and takes about a second when nothing changed (stamp files track pyproject.toml and pom.xml).
+
+PYTHON   ?= python3
+VENV     := .venv
+BIN      := $(VENV)/bin
+JARS     := .jars
+MVN      ?= mvn
+MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
+PYTEST_ARGS ?=
+
+.PHONY: help setup prerequisites test test-unit test-integration demo clean clean-run
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
+
+setup: prerequisites $(BIN)/.installed $(JARS)/spark/.resolved $(JARS)/broker/.resolved  ## virtualenv, packages, JVM jars (idempotent)
+
+prerequisites:
+	@$(PYTHON) -m shared.prerequisites
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	@echo "setup: virtualenv and Python packages (first run downloads pyspark, ~1-2 min)"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(BIN)/python -m pip install -q --upgrade pip
+	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]'
+	@touch $@
+
+$(JARS)/spark/.resolved: pom.xml
+	@echo "setup: Spark's jars (Kafka connector, Delta) with Maven into $(JARS)/spark"
+	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
+	@$(MVN) $(MVN_ARGS)$(JARS)/spark -P spark
+	@touch $@
+
+$(JARS)/broker/.resolved: pom.xml
+	@echo "setup: the Kafka broker's jars with Maven into $(JARS)/broker"
+	@rm -rf $(JARS)/broker && mkdir -p $(JARS)/broker
+	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
+	@touch $@
+
+test: setup  ## all tests: unit, then integration (real broker, real Spark); about 5 minutes
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test-unit: setup  ## only the fast unit tests
+	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+demo: setup  ## broker, synthetic traffic, a Spark look at what landed, clean stop
+	@$(BIN)/python -m shared.demo
+
+clean-run:  ## stop the embedded broker and delete .run/ (broker data, tables, checkpoints)
+	-@test -x $(BIN)/lakehouse && $(BIN)/lakehouse kafka stop
+	rm -rf .run
+
+clean: clean-run  ## also delete the virtualenv and the jars
+	rm -rf $(VENV) $(JARS)

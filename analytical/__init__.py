@@ -1,0 +1,1 @@
+"""The medallion: Kafka -> bronze -> silver (+ quarantine) -> gold, the source of truth."""

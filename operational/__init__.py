@@ -1,0 +1,1 @@
+"""The fast path: Kafka -> parse -> dedupe -> 5-second window count -> threshold -> Kafka alerts."""

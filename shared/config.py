@@ -1,0 +1,310 @@
+"""Configuration: YAML in `conf/`, read once, validated, handed down as typed values.
+
+Layers, each on top of the one before:
+  1. `conf/local.yaml`, the embedded default (the only place defaults are written);
+  2. the file given with `--config` (or `$LAKEHOUSE_CONFIG`), stating only what differs;
+  3. each `--set dotted.key=value`, the value read as YAML (`--set hot_pages.threshold=100`).
+Then `${NAME}` in any string is replaced by the environment variable NAME, so secrets never sit in
+a file. Every error names the dotted key and what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+
+from shared import PROJECT_ROOT
+from shared.errors import ConfigError
+
+DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "local.yaml"
+CONFIG_ENV_VAR = "LAKEHOUSE_CONFIG"
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
+_UNIT_SECONDS = {
+    **dict.fromkeys(("ms", "millisecond", "milliseconds"), 0.001),
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hour", "hours"), 3600),
+}
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def parse_duration(value: Any) -> timedelta:
+    """'5 seconds', '5s', '500 ms', '10 minutes', '1h' -> timedelta (whole milliseconds)."""
+    if isinstance(value, timedelta):
+        return value
+    match = _DURATION.match(str(value).lower())
+    if not match or match.group(2) not in _UNIT_SECONDS:
+        raise ValueError(f"expected a duration such as '5 seconds', '500 ms' or '10 minutes', got {value!r}")
+    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+    millis = round(seconds * 1000)
+    if abs(millis - seconds * 1000) > 1e-6:
+        raise ValueError(f"durations are whole milliseconds, got {value!r}")
+    return timedelta(milliseconds=millis)
+
+
+def spark_interval(duration: timedelta) -> str:
+    """A duration as Spark's interval string ('5 seconds', '10 minutes', '250 milliseconds')."""
+    millis = round(duration.total_seconds() * 1000)
+    if millis % 60_000 == 0:
+        return f"{millis // 60_000} minutes"
+    if millis % 1000 == 0:
+        return f"{millis // 1000} seconds"
+    return f"{millis} milliseconds"
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+
+
+class _Section(BaseModel):
+    # A key that is not in the model is a typo; say so instead of ignoring it.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Topics(_Section):
+    clicks: str = Field(min_length=1)
+    alerts: str = Field(min_length=1)
+
+
+class KafkaSecurity(_Section):
+    """Client security, written once and rendered for kafka-python and for Spark (shared.kafka)."""
+
+    protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None
+    sasl_username: str | None
+    sasl_password: SecretStr | None
+    ssl_cafile: Path | None
+
+    @model_validator(mode="after")
+    def _sasl_needs_credentials(self) -> "KafkaSecurity":
+        if self.protocol.startswith("SASL_"):
+            missing = [
+                name
+                for name in ("sasl_mechanism", "sasl_username", "sasl_password")
+                if not getattr(self, name)
+            ]
+            if missing:
+                raise ValueError(
+                    f"protocol {self.protocol} needs {', '.join(missing)} "
+                    "(take the password from the environment: sasl_password: ${KAFKA_SASL_PASSWORD})"
+                )
+        return self
+
+
+class ProducerSettings(_Section):
+    linger_ms: int = Field(ge=0)
+    batch_size: int = Field(gt=0)
+    compression_type: Literal["gzip", "snappy", "lz4", "zstd"] | None
+    acks: Literal[0, 1, "all"]
+
+
+class KafkaConfig(_Section):
+    bootstrap_servers: str = Field(pattern=r"^[^\s,:]+:\d{1,5}(,[^\s,:]+:\d{1,5})*$")
+    topics: Topics
+    partitions: int = Field(ge=1)
+    replication_factor: int = Field(ge=1)
+    security: KafkaSecurity
+    producer: ProducerSettings
+
+    @property
+    def first_host_port(self) -> tuple[str, int]:
+        host, port = self.bootstrap_servers.split(",")[0].rsplit(":", 1)
+        return host, int(port)
+
+
+class StorageConfig(_Section):
+    root: str = Field(min_length=1)
+
+
+class RocksDBSettings(_Section):
+    changelog_checkpointing: bool
+    bounded_memory: bool
+    max_memory_mb: int = Field(gt=0)
+
+
+class SparkConfig(_Section):
+    master: str = Field(min_length=1)
+    app_name: str = Field(min_length=1)
+    driver_memory: str = Field(pattern=r"^\d+[kmgtKMGT]?$")
+    log_level: Literal["ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"]
+    ui_enabled: bool
+    shuffle_partitions: int = Field(ge=1)
+    state_store: Literal["rocksdb", "hdfs"]
+    rocksdb: RocksDBSettings
+    conf: dict[str, str | int | float | bool]
+
+
+class HotPagesConfig(_Section):
+    window: Duration
+    watermark: Duration
+    threshold: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _positive_window(self) -> "HotPagesConfig":
+        if self.window <= timedelta(0):
+            raise ValueError("window must be longer than 0")
+        return self
+
+
+class AnalyticalConfig(_Section):
+    watermark: Duration
+
+
+class BrokerConfig(_Section):
+    run_dir: Path
+    heap_mb: int = Field(ge=128)
+    start_timeout_s: float = Field(gt=0)
+    stop_timeout_s: float = Field(gt=0)
+
+
+class Config(_Section):
+    kafka: KafkaConfig
+    storage: StorageConfig
+    spark: SparkConfig
+    hot_pages: HotPagesConfig
+    analytical: AnalyticalConfig
+    broker: BrokerConfig
+
+    def path(self, *parts: str) -> str:
+        """A location under `storage.root` (a local path or a URI), e.g. path('bronze', 'clicks')."""
+        return "/".join([self.storage.root.rstrip("/"), *parts])
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> Config:
+    """Read the layers, substitute the environment, validate. Raises ConfigError."""
+    raw = _read_yaml(DEFAULT_CONFIG)
+    path = path or os.environ.get(CONFIG_ENV_VAR) or None
+    if path and Path(path).resolve() != DEFAULT_CONFIG:
+        raw = _deep_merge(raw, _read_yaml(Path(path)))
+    for item in overrides:
+        key, value = _parse_override(item)
+        _set_dotted(raw, key, value)
+    raw = _substitute_environment(raw, prefix="")
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as error:
+        raise ConfigError(_describe(error)) from None
+    return _resolve_local_paths(config)
+
+
+def render(config: Config) -> str:
+    """The effective configuration as YAML, secrets masked."""
+    data = config.model_dump(mode="json")
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} does not exist") from None
+    except OSError as error:
+        raise ConfigError(f"config file {path} cannot be read: {error.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config file {path} must hold a mapping of sections, got {type(data).__name__}")
+    return data
+
+
+def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _parse_override(item: str) -> tuple[str, Any]:
+    key, sep, text = item.partition("=")
+    key = key.strip()
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"--set {item!r}: expected dotted.key=value, e.g. --set hot_pages.threshold=100")
+    try:
+        value = yaml.safe_load(text) if text.strip() else ""
+    except yaml.YAMLError:
+        value = text
+    return key, value
+
+
+def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+    parts = key.split(".")
+    node = data
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            prefix = ".".join(parts[: depth + 1])
+            raise ConfigError(f"--set {key}: {prefix} is a value, not a section")
+        node = child
+    node[parts[-1]] = value
+
+
+def _substitute_environment(value: Any, prefix: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _substitute_environment(v, f"{prefix}{k}.") for k, v in value.items()}
+    if isinstance(value, list):
+        return [_substitute_environment(v, prefix) for v in value]
+    if isinstance(value, str):
+
+        def lookup(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in os.environ:
+                raise ConfigError(f"{prefix.rstrip('.')}: environment variable {name} is not set")
+            return os.environ[name]
+
+        return _ENV_REFERENCE.sub(lookup, value)
+    return value
+
+
+def _describe(error: ValidationError) -> str:
+    lines = []
+    for problem in error.errors():
+        key = ".".join(str(part) for part in problem["loc"])
+        if problem["type"] == "extra_forbidden":
+            message = "unknown key (a typo? see conf/local.yaml for the keys)"
+        elif problem["type"] == "missing":
+            message = "missing"
+        elif problem["type"] in ("model_type", "dict_type"):
+            message = f"must be a section of keys, got {problem['input']!r}"
+        elif problem["type"] == "value_error":
+            message = problem["msg"].removeprefix("Value error, ")
+        else:
+            message = f"{problem['msg']} (got {problem['input']!r})"
+        lines.append(f"{key or 'config'}: {message}")
+    return "invalid configuration:\n  " + "\n  ".join(lines)
+
+
+def _resolve_local_paths(config: Config) -> Config:
+    root = config.storage.root
+    if "://" not in root and not Path(root).is_absolute():
+        root = str(PROJECT_ROOT / root)
+    run_dir = config.broker.run_dir
+    if not run_dir.is_absolute():
+        run_dir = PROJECT_ROOT / run_dir
+    return config.model_copy(
+        update={
+            "storage": config.storage.model_copy(update={"root": root}),
+            "broker": config.broker.model_copy(update={"run_dir": run_dir}),
+        }
+    )

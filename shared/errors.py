@@ -1,0 +1,19 @@
+"""Errors a user can act on.
+
+The CLI prints a `LakehouseError`'s message alone on stderr and exits non-zero; anything else is a
+bug and keeps its traceback.
+"""
+
+
+class LakehouseError(Exception):
+    """A failure with a message that says what is wrong and what to do about it."""
+
+    exit_code = 2
+
+
+class ConfigError(LakehouseError):
+    """A configuration value is missing or wrong; the message names the dotted key."""
+
+
+class MissingDependencyError(LakehouseError):
+    """A tool, package or jar the command needs is not installed; the message says how to get it."""

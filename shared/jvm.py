@@ -1,0 +1,54 @@
+"""Where the JVM side lives: the `java` to run, and the Maven-resolved jars under `.jars/`.
+
+`make setup` fills `.jars/spark` (for Spark's `spark.jars`) and `.jars/broker` (the embedded
+Kafka broker's classpath) from pom.xml. The two folders never mix: the broker's Kafka and Scala
+versions differ from Spark's.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from shared import PROJECT_ROOT
+from shared.errors import MissingDependencyError
+
+JARS_DIR = Path(os.environ.get("LAKEHOUSE_JARS_DIR", PROJECT_ROOT / ".jars"))
+MIN_JAVA = 17
+_INSTALL_JAVA = "install a JDK 17 or newer (Debian/Ubuntu: apt-get install openjdk-17-jdk-headless) or set JAVA_HOME"
+
+
+def java_executable() -> str:
+    """The `java` binary (JAVA_HOME first, then PATH), checked to be version 17 or newer."""
+    home = os.environ.get("JAVA_HOME")
+    candidate = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not candidate or not Path(candidate).exists():
+        raise MissingDependencyError(f"java was not found: {_INSTALL_JAVA}")
+    try:
+        output = subprocess.run(
+            [candidate, "-version"], capture_output=True, text=True, timeout=30, check=False
+        ).stderr
+    except OSError as error:
+        raise MissingDependencyError(f"{candidate} cannot run ({error.strerror}): {_INSTALL_JAVA}") from None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
+    major = int(match.group(1)) if match else 0
+    if major == 1 and match and match.group(2):  # "1.8.0_x" style
+        major = int(match.group(2))
+    if major < MIN_JAVA:
+        found = output.splitlines()[0] if output else "unknown version"
+        raise MissingDependencyError(f"java {MIN_JAVA}+ is required, {candidate} is {found}: {_INSTALL_JAVA}")
+    return candidate
+
+
+def jars(kind: str) -> list[Path]:
+    """The jars of `.jars/<kind>` ('spark' or 'broker'); a clear error when set-up has not run."""
+    folder = JARS_DIR / kind
+    found = sorted(folder.glob("*.jar"))
+    if not found:
+        raise MissingDependencyError(
+            f"no jars in {folder}: run `make setup` (it resolves them with Maven from pom.xml)"
+        )
+    return found

@@ -1,0 +1,65 @@
+"""The one place a SparkSession is made.
+
+It carries everything every query needs: the Maven-resolved jars (Kafka connector, Delta) as
+local paths in `spark.jars`, the Delta extensions, UTC as the session time zone (window bounds and
+alert timestamps are UTC), the state store and shuffle partitions from config, quiet logs.
+`spark.jars` and JVM options only take effect for the first session a process makes, which is why
+nothing else in the project builds one.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from shared import PROJECT_ROOT
+from shared.config import Config
+from shared.jvm import jars, java_executable
+
+ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
+
+
+def spark_conf(config: Config) -> dict[str, str]:
+    """The Spark settings for `config`, as data (what `spark_session` applies, in order)."""
+    spark = config.spark
+    settings: dict[str, str] = {
+        "spark.master": spark.master,
+        "spark.app.name": spark.app_name,
+        "spark.driver.memory": spark.driver_memory,
+        "spark.jars": ",".join(str(jar) for jar in jars("spark")),
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf' / 'log4j2.properties'}",
+        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
+        "spark.ui.enabled": str(spark.ui_enabled).lower(),
+        "spark.ui.showConsoleProgress": "false",
+    }
+    if spark.state_store == "rocksdb":
+        prefix = "spark.sql.streaming.stateStore.rocksdb"
+        settings |= {
+            "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+            f"{prefix}.changelogCheckpointing.enabled": str(spark.rocksdb.changelog_checkpointing).lower(),
+            f"{prefix}.boundedMemoryUsage": str(spark.rocksdb.bounded_memory).lower(),
+            f"{prefix}.maxMemoryUsageMB": str(spark.rocksdb.max_memory_mb),
+        }
+    else:
+        settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
+    settings |= {key: str(value) for key, value in spark.conf.items()}
+    return settings
+
+
+def spark_session(config: Config):
+    """Build (or return this process's) SparkSession for `config`."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    java = java_executable()
+    os.environ.setdefault("JAVA_HOME", str(os.path.dirname(os.path.dirname(os.path.realpath(java)))))
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder
+    for key, value in spark_conf(config).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel(config.spark.log_level)
+    return session
