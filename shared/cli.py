@@ -1,0 +1,293 @@
+"""`lakehouse`, the command line. Each command reads the config once and hands typed values down.
+
+Results go to stdout, progress and errors to stderr; a user-facing failure exits non-zero with one
+clear message. Heavy imports (pyspark, kafka-python) happen inside the commands that need them, so
+`lakehouse --help` and `lakehouse kafka status` stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+
+from shared.config import Config, load_config, render
+from shared.errors import LakehouseError
+
+
+def _stderr(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- kafka -----------------------------------------------------------------------------------
+
+
+def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
+    from shared.broker import EmbeddedBroker
+    from shared.kafka import ensure_topics
+
+    bootstrap = EmbeddedBroker(config, log=_stderr).start()
+    topics = [config.kafka.topics.clicks, config.kafka.topics.alerts]
+    created = ensure_topics(config.kafka, topics)
+    if created:
+        _stderr(f"created topics {', '.join(created)} ({config.kafka.partitions} partitions)")
+    print(bootstrap)
+    return 0
+
+
+def cmd_kafka_stop(config: Config, args: argparse.Namespace) -> int:
+    from shared.broker import EmbeddedBroker
+
+    EmbeddedBroker(config, log=_stderr).stop()
+    return 0
+
+
+def cmd_kafka_status(config: Config, args: argparse.Namespace) -> int:
+    from shared.broker import EmbeddedBroker
+
+    status = EmbeddedBroker(config, log=_stderr).status()
+    print(status.describe())
+    return 0 if status.running and status.answering else 1
+
+
+def cmd_kafka_topics(config: Config, args: argparse.Namespace) -> int:
+    from shared.kafka import admin_client, topic_offsets
+
+    with admin_client(config.kafka) as admin:
+        names = sorted(name for name in admin.list_topics() if not name.startswith("__"))
+    rows = []
+    for name in names:
+        offsets = topic_offsets(config.kafka, name)
+        records = sum(latest - earliest for earliest, latest in offsets.values())
+        rows.append({"topic": name, "partitions": len(offsets), "records": records})
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(_table(rows, ["topic", "partitions", "records"]))
+    return 0
+
+
+# -- generate --------------------------------------------------------------------------------
+
+
+def cmd_generate(config: Config, args: argparse.Namespace) -> int:
+    import random
+
+    from shared.generator import ClickGenerator, TrafficSpec, hot_page_ids, send
+    from shared.kafka import ensure_topics, producer_for
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    hot = config.hot_pages
+    spec = TrafficSpec(
+        rate=args.rate,
+        threshold=hot.threshold,
+        window=hot.window,
+        late_by=(hot.watermark + 2 * hot.window, max(hot.watermark + 4 * hot.window, config.analytical.watermark / 2)),
+        pages=args.pages,
+        hot_pages=args.hot_pages,
+        late_fraction=args.late_fraction,
+        duplicate_fraction=args.duplicate_fraction,
+        malformed_fraction=args.malformed_fraction,
+        seed=seed,
+        start_time=args.start_time,
+    )
+    generator = ClickGenerator(spec)
+    if generator.busiest_ordinary_page_per_window > hot.threshold:
+        _stderr(
+            f"warning: at this rate an ordinary page expects {generator.busiest_ordinary_page_per_window:.0f} "
+            f"clicks per window, over the threshold {hot.threshold}: use more --pages"
+        )
+    count = args.events if args.events is not None else round(args.rate * args.seconds)
+    paced = args.events is None or args.paced
+    topic = args.topic or config.kafka.topics.clicks
+    ensure_topics(config.kafka, [topic])
+    producer = producer_for(config.kafka)
+    _stderr(
+        f"generating {count} records to {topic} "
+        + (f"at {args.rate:g}/s" if paced else "as fast as possible")
+        + f" (seed {seed}, {args.hot_pages} hot pages, {args.pages} pages)"
+    )
+
+    def progress(done: int, total: int, seconds: float) -> None:
+        _stderr(f"  sent {done}/{total} in {seconds:.1f} s ({done / seconds:,.0f}/s)")
+
+    try:
+        counts, seconds = send(generator, producer, topic, count, paced=paced, progress=progress)
+    finally:
+        producer.close()
+    summary = {
+        "topic": topic,
+        "sent": count,
+        "seconds": round(seconds, 3),
+        "achieved_rate": round(count / seconds, 1) if seconds else None,
+        "target_rate": args.rate if paced else None,
+        "seed": seed,
+        "first_event_time": datetime.fromtimestamp(generator.start_ms / 1000, timezone.utc).isoformat(),
+        "hot_pages": hot_page_ids(args.hot_pages),
+        "by_kind": dict(sorted(counts.by_kind.items())),
+        "malformed_by_reason": dict(sorted(counts.malformed_by_reason.items())),
+    }
+    print(json.dumps(summary, indent=2))
+    return 0
+
+
+# -- inspect ---------------------------------------------------------------------------------
+
+
+def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
+    from shared.spark import spark_session
+    from shared.topic_profile import profile_topic
+
+    spark = spark_session(config)
+    topic = args.topic or config.kafka.topics.clicks
+    _stderr(f"reading {topic} with Spark (batch) and applying the shared parsing and rule")
+    profile = profile_topic(spark, config, topic, top=args.top)
+    if args.format == "json":
+        print(json.dumps(profile, indent=2, default=str))
+        return 0
+    print(f"topic {topic}: {profile['records']} records, {profile['valid']} valid, "
+          f"{profile['invalid']} invalid, {profile['distinct_events']} distinct events")
+    if profile["invalid_by_reason"]:
+        print("\ninvalid records by reason:")
+        print(_table([{"reason": k, "records": v} for k, v in profile["invalid_by_reason"].items()],
+                     ["reason", "records"]))
+    print(f"\nevent time from {profile['first_event_time']} to {profile['last_event_time']}; "
+          f"{profile['windows']} page windows, {profile['hot_windows']} hot (> {config.hot_pages.threshold})")
+    if profile["top_windows"]:
+        print(f"\nbusiest windows (distinct events, after de-duplication):")
+        print(_table(profile["top_windows"], ["pageId", "windowStart", "clickCount", "isHot"]))
+    return 0
+
+
+# -- config ----------------------------------------------------------------------------------
+
+
+def cmd_config(config: Config, args: argparse.Namespace) -> int:
+    print(render(config), end="")
+    return 0
+
+
+# -- plumbing --------------------------------------------------------------------------------
+
+
+def _table(rows: list[dict], columns: list[str]) -> str:
+    widths = {c: max([len(c), *(len(str(row.get(c, ""))) for row in rows)]) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
+    lines += ["  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns) for row in rows]
+    return "\n".join(lines)
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def _positive(kind: type) -> Callable[[str], float | int]:
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+def _instant(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time such as 2026-11-22T10:00:00Z, got {text}")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    options = common.add_argument_group("configuration")
+    # SUPPRESS: a subcommand's parser must not reset what was given before the subcommand.
+    options.add_argument("--config", metavar="FILE", default=argparse.SUPPRESS,
+                         help="YAML layered on conf/local.yaml (default: $LAKEHOUSE_CONFIG if set)")
+    options.add_argument("--set", metavar="KEY=VALUE", action="append", default=argparse.SUPPRESS, dest="overrides",
+                         help="override one dotted key, e.g. --set hot_pages.threshold=100 (repeatable)")
+
+    parser = argparse.ArgumentParser(
+        prog="lakehouse",
+        description="Clickstream lakehouse: hot-page alerts and a Delta medallion from one Kafka topic.",
+        parents=[common],
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    kafka = commands.add_parser("kafka", help="the embedded single-node Kafka broker", parents=[common],
+                                description="Start, stop or inspect the embedded Kafka broker (KRaft).")
+    kafka_commands = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
+    kafka_commands.add_parser("start", parents=[common], help="start it (formats storage the first time); prints the bootstrap address",
+                              description="Start the broker unless it runs, create the configured topics, print the bootstrap address."
+                              ).set_defaults(handler=cmd_kafka_start)
+    kafka_commands.add_parser("stop", parents=[common], help="stop it: SIGTERM, then SIGKILL only if it hangs",
+                              description="Stop the broker and wait until its process is gone.").set_defaults(handler=cmd_kafka_stop)
+    kafka_commands.add_parser("status", parents=[common], help="say whether it runs and answers (exit 1 if not)",
+                              description="Print whether the broker runs and answers metadata requests; exit 1 when it does not."
+                              ).set_defaults(handler=cmd_kafka_status)
+    topics = kafka_commands.add_parser("topics", parents=[common], help="list topics with their record counts",
+                                       description="List the broker's topics, partitions and records held.")
+    topics.add_argument("--format", choices=["table", "json"], default="table")
+    topics.set_defaults(handler=cmd_kafka_topics)
+
+    generate = commands.add_parser(
+        "generate", parents=[common], help="send synthetic clicks to the clicks topic",
+        description="Send synthetic page clicks: ordinary pages with long-tailed popularity, hot pages over "
+        "the threshold in every full window, and late, duplicate and malformed records on request. "
+        "Prints a JSON summary of what was sent and the rate achieved.")
+    amount = generate.add_mutually_exclusive_group()
+    amount.add_argument("--seconds", type=_positive(float), default=10.0, help="send for this long at --rate (default 10)")
+    amount.add_argument("--events", type=_positive(int), help="send exactly N records, as fast as possible unless --paced")
+    generate.add_argument("--rate", type=_positive(float), default=20_000.0,
+                          help="events per second of event time, and of wall time when paced (default 20000)")
+    generate.add_argument("--paced", action="store_true", help="with --events: send at --rate instead of as fast as possible")
+    generate.add_argument("--pages", type=_positive(int), default=1000, help="ordinary pages (default 1000)")
+    generate.add_argument("--hot-pages", type=int, default=0, help="pages above the threshold in every full window (default 0)")
+    generate.add_argument("--late-fraction", type=_fraction, default=0.0,
+                          help="share of events later than the fast path's watermark, within gold's (default 0)")
+    generate.add_argument("--duplicate-fraction", type=_fraction, default=0.0,
+                          help="share of records that repeat a recent record byte for byte (default 0)")
+    generate.add_argument("--malformed-fraction", type=_fraction, default=0.0,
+                          help="share of invalid records, every invalid shape in turn (default 0)")
+    generate.add_argument("--seed", type=int, help="same seed and start time, same records (default: random, printed)")
+    generate.add_argument("--start-time", type=_instant,
+                          help="event time of the first event, ISO-8601 (default: start of the current window)")
+    generate.add_argument("--topic", help="topic to send to (default: kafka.topics.clicks)")
+    generate.set_defaults(handler=cmd_generate)
+
+    inspect = commands.add_parser(
+        "inspect", parents=[common], help="profile a clicks topic with Spark: validity, duplicates, hot windows",
+        description="Read a clicks topic with Spark (batch), apply the shared parsing and rule, and summarise: "
+        "records, invalid ones by reason, distinct events, windows and hot windows.")
+    inspect.add_argument("--topic", help="topic to read (default: kafka.topics.clicks)")
+    inspect.add_argument("--top", type=_positive(int), default=10, help="busiest windows to list (default 10)")
+    inspect.add_argument("--format", choices=["table", "json"], default="table")
+    inspect.set_defaults(handler=cmd_inspect)
+
+    commands.add_parser("config", parents=[common], help="print the effective configuration (secrets masked)",
+                        description="Print the configuration after layering and overrides, secrets masked."
+                        ).set_defaults(handler=cmd_config)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        config = load_config(getattr(args, "config", None), getattr(args, "overrides", []))
+        return args.handler(config, args)
+    except LakehouseError as error:
+        _stderr(f"error: {error}")
+        return error.exit_code
+    except KeyboardInterrupt:
+        _stderr("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,238 @@
+"""Synthetic page clicks, reproducible from a seed, for the demo, the benchmarks and the tests.
+
+The traffic looks like a shop's: many pages with a long-tailed popularity (Zipf-like, capped so
+that an ordinary page stays well under the threshold), a few hot pages that take more than the
+threshold in every full window, and on request late, duplicate and malformed records. Event time
+advances at the nominal rate from `start_time` (default: the start of the current window), so a
+run is the same whatever the machine's speed; the same seed and start time give the same bytes.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+import time
+from collections import Counter, deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from shared.errors import LakehouseError
+from shared.schema import MAX_PAGE_ID_LENGTH, InvalidReason
+
+#: Hot pages get this many times (threshold + 1) clicks per window, so that late, duplicate and
+#: malformed records taken out of them cannot pull a window back under the threshold.
+HOT_MARGIN = 1.5
+#: An ordinary page is capped at this share of the threshold per window.
+ORDINARY_CAP = 0.5
+_ZIPF_EXPONENT = 0.8
+_DUPLICATE_MEMORY = 10_000
+
+Record = tuple[bytes | None, bytes | None, str]  # (key, value, kind)
+
+
+@dataclass(frozen=True)
+class TrafficSpec:
+    """What to generate. Fractions are of all records and add up to at most 1."""
+
+    rate: float  # events per second of event time (and of wall time when paced)
+    threshold: int
+    window: timedelta
+    late_by: tuple[timedelta, timedelta]  # lateness range of late events
+    pages: int = 1000
+    hot_pages: int = 0
+    late_fraction: float = 0.0
+    duplicate_fraction: float = 0.0
+    malformed_fraction: float = 0.0
+    seed: int = 0
+    start_time: datetime | None = None
+
+    def validated(self) -> "TrafficSpec":
+        if self.rate <= 0:
+            raise LakehouseError(f"--rate must be above 0, got {self.rate:g}")
+        if self.pages < 1 or self.hot_pages < 0:
+            raise LakehouseError("--pages must be at least 1 and --hot-pages at least 0")
+        for name in ("late_fraction", "duplicate_fraction", "malformed_fraction"):
+            value = getattr(self, name)
+            if not 0 <= value <= 1:
+                raise LakehouseError(f"--{name.replace('_', '-')} must be between 0 and 1, got {value:g}")
+        special = self.late_fraction + self.duplicate_fraction + self.malformed_fraction
+        if special > 0.5:
+            raise LakehouseError(f"late, duplicate and malformed fractions add up to {special:g}; keep them at 0.5 or less")
+        hot_share = self.hot_rate_per_page * self.hot_pages / self.rate
+        if hot_share > 0.8:
+            needed = math.ceil(self.hot_rate_per_page * self.hot_pages / 0.8)
+            raise LakehouseError(
+                f"--hot-pages {self.hot_pages} at threshold {self.threshold} per {self.window.total_seconds():g} s "
+                f"needs --rate {needed} or more (hot pages may take at most 80% of the traffic)"
+            )
+        return self
+
+    @property
+    def hot_rate_per_page(self) -> float:
+        """Clicks per second one hot page gets: HOT_MARGIN x (threshold + 1) per window."""
+        return HOT_MARGIN * (self.threshold + 1) / self.window.total_seconds()
+
+
+@dataclass
+class GeneratedCounts:
+    """What was generated, by kind, and the malformed records by the reason they should get."""
+
+    by_kind: Counter = field(default_factory=Counter)
+    malformed_by_reason: Counter = field(default_factory=Counter)
+
+    def add(self, kind: str) -> None:
+        if kind.startswith("malformed:"):
+            self.by_kind["malformed"] += 1
+            self.malformed_by_reason[kind.split(":", 1)[1]] += 1
+        else:
+            self.by_kind[kind] += 1
+
+
+def hot_page_ids(count: int) -> list[str]:
+    return [f"/promo/flash-sale-{n}" for n in range(1, count + 1)]
+
+
+def ordinary_page_ids(count: int) -> list[str]:
+    return [f"/products/sku-{n:05d}" for n in range(1, count + 1)]
+
+
+class ClickGenerator:
+    """An endless, deterministic stream of Kafka records (key, value, kind) for a TrafficSpec.
+
+    kind is 'click', 'hot', 'late', 'duplicate' or 'malformed:<expected invalid reason>'.
+    """
+
+    def __init__(self, spec: TrafficSpec):
+        self.spec = spec.validated()
+        self._rng = random.Random(spec.seed)
+        self._id_prefix = f"{self._rng.getrandbits(40):010x}"
+        window_ms = round(spec.window.total_seconds() * 1000)
+        start = spec.start_time or datetime.now(timezone.utc)
+        start_ms = int(start.timestamp() * 1000)
+        if spec.start_time is None:  # begin on a window boundary so the first window is full
+            start_ms -= start_ms % window_ms
+        self.start_ms = start_ms
+        self._hot = [page.encode() for page in hot_page_ids(spec.hot_pages)]
+        self._ordinary = [page.encode() for page in ordinary_page_ids(spec.pages)]
+        self._ordinary_cumulative = list(itertools.accumulate(self._ordinary_weights()))
+        self._hot_share = spec.hot_rate_per_page * spec.hot_pages / spec.rate
+        self._users = max(10, spec.pages * 10)
+        self._late_ms = tuple(round(bound.total_seconds() * 1000) for bound in spec.late_by)
+        self._recent: deque[tuple[bytes, bytes]] = deque(maxlen=_DUPLICATE_MEMORY)
+        self._second_cache: tuple[int, str] = (-1, "")
+
+    def _ordinary_weights(self) -> list[float]:
+        """Zipf-like popularity, water-filled so that no page expects over ORDINARY_CAP x threshold."""
+        spec = self.spec
+        weights = [1 / (rank + 1) ** _ZIPF_EXPONENT for rank in range(spec.pages)]
+        ordinary_rate = spec.rate - spec.hot_rate_per_page * spec.hot_pages
+        per_window = ordinary_rate * spec.window.total_seconds()
+        cap = ORDINARY_CAP * spec.threshold / per_window if per_window > 0 else 1.0
+        for _ in range(20):
+            total = sum(weights)
+            shares = [w / total for w in weights]
+            if max(shares) <= cap * 1.0001 or cap * spec.pages < 1:
+                break
+            weights = [min(share, cap) for share in shares]
+        return weights
+
+    @property
+    def busiest_ordinary_page_per_window(self) -> float:
+        """Expected clicks per window of the most popular ordinary page (to warn when it gets hot)."""
+        spec = self.spec
+        ordinary_rate = spec.rate - spec.hot_rate_per_page * spec.hot_pages
+        share = self._ordinary_cumulative[0] / self._ordinary_cumulative[-1]
+        return share * ordinary_rate * spec.window.total_seconds()
+
+    def records(self) -> Iterator[Record]:
+        rng, spec = self._rng, self.spec
+        late_cut = spec.late_fraction
+        duplicate_cut = late_cut + spec.duplicate_fraction
+        malformed_cut = duplicate_cut + spec.malformed_fraction
+        hot_credit = 0.0
+        hot_turn = itertools.cycle(self._hot)
+        for index in itertools.count():
+            event_ms = self.start_ms + int(index * 1000 / spec.rate)
+            hot_credit += self._hot_share
+            if hot_credit >= 1:  # hot clicks are spread evenly, round robin over the hot pages
+                hot_credit -= 1
+                page = next(hot_turn)
+                kind = "hot"
+            else:
+                page = self._ordinary[bisect.bisect(self._ordinary_cumulative, rng.random() * self._ordinary_cumulative[-1])]
+                kind = "click"
+            draw = rng.random()
+            if draw < late_cut:
+                event_ms -= rng.randint(*self._late_ms)
+                kind = "late"
+            elif draw < duplicate_cut and self._recent:
+                key, value = self._recent[rng.randrange(len(self._recent))]
+                yield key, value, "duplicate"
+                continue
+            elif draw < malformed_cut:
+                yield self._malformed(index, page, event_ms)
+                continue
+            value = self._event(index, page, event_ms)
+            self._recent.append((page, value))
+            yield page, value, kind
+
+    def _event(self, index: int, page: bytes, event_ms: int, event_id: str | None = None) -> bytes:
+        event_id = event_id if event_id is not None else f"{self._id_prefix}-{index:012d}"
+        user = self._rng.randrange(self._users)
+        return (
+            f'{{"eventId":"{event_id}","pageId":"{page.decode()}",'
+            f'"eventTime":"{self._iso(event_ms)}","userId":"user-{user}"}}'
+        ).encode()
+
+    def _iso(self, epoch_ms: int) -> str:
+        second, millis = divmod(epoch_ms, 1000)
+        if self._second_cache[0] != second:
+            self._second_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+        return f"{self._second_cache[1]}.{millis:03d}Z"
+
+    def _malformed(self, index: int, page: bytes, event_ms: int) -> Record:
+        """One of the invalid shapes of DESIGN.md, in turn, tagged with the reason it must get."""
+        good = self._event(index, page, event_ms)
+        shapes = [
+            (InvalidReason.NOT_JSON, good[: len(good) // 2]),
+            (InvalidReason.NOT_OBJECT, b"[" + good + b"]"),
+            (InvalidReason.MISSING_EVENT_ID, good.replace(b'"eventId"', b'"eventID"', 1)),
+            (InvalidReason.EMPTY_PAGE_ID, good.replace(b'"pageId":"' + page + b'"', b'"pageId":""', 1)),
+            (InvalidReason.PAGE_ID_TOO_LONG, good.replace(page, page + b"x" * MAX_PAGE_ID_LENGTH, 1)),
+            (InvalidReason.BAD_EVENT_TIME, good.replace(b"Z\"", b"\"", 1)),
+            (InvalidReason.NOT_UTF8, good.replace(b"user-", b"user-\xff\xfe", 1)),
+            (InvalidReason.NULL_VALUE, None),
+        ]
+        reason, value = shapes[index % len(shapes)]
+        return page, value, f"malformed:{reason.value}"
+
+
+def send(generator: ClickGenerator, producer, topic: str, count: int, paced: bool,
+         progress=None, progress_every_s: float = 1.0) -> tuple[GeneratedCounts, float]:
+    """Send `count` records; paced at the spec's rate if asked. Returns the counts and seconds taken."""
+    counts = GeneratedCounts()
+    rate = generator.spec.rate
+    started = time.perf_counter()
+    next_report = started + progress_every_s
+    chunk = 500
+    send_one = producer.send
+    records = generator.records()
+    for sent in range(0, count, chunk):
+        for key, value, kind in itertools.islice(records, min(chunk, count - sent)):
+            send_one(topic, value=value, key=key)
+            counts.add(kind)
+        done = min(sent + chunk, count)
+        now = time.perf_counter()
+        if paced:
+            ahead = done / rate - (now - started)
+            if ahead > 0:
+                time.sleep(ahead)
+                now = time.perf_counter()
+        if progress and now >= next_report:
+            progress(done, count, now - started)
+            next_report = now + progress_every_s
+    producer.flush()
+    return counts, time.perf_counter() - started

@@ -1,0 +1,207 @@
+"""Kafka clients built from config: kafka-python for admin, producing and consuming in Python,
+and the option map for Spark's Kafka source and sink. Security is written once in config
+(`kafka.security`) and rendered here for both.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from contextlib import contextmanager
+from typing import Any, Iterator, Literal
+
+from shared.config import KafkaConfig
+from shared.errors import LakehouseError
+
+TimestampType = Literal["CreateTime", "LogAppendTime"]
+
+_JAAS_MODULES = {
+    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
+    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
+    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
+}
+
+# kafka-python logs every failed connection attempt at ERROR; our callers report failures themselves.
+logging.getLogger("kafka").setLevel(logging.CRITICAL)
+
+
+def client_settings(kafka: KafkaConfig) -> dict[str, Any]:
+    """Keyword arguments every kafka-python client gets: bootstrap servers and security."""
+    security = kafka.security
+    settings: dict[str, Any] = {
+        "bootstrap_servers": kafka.bootstrap_servers.split(","),
+        "security_protocol": security.protocol,
+    }
+    if security.sasl_mechanism:
+        settings |= {
+            "sasl_mechanism": security.sasl_mechanism,
+            "sasl_plain_username": security.sasl_username,
+            "sasl_plain_password": security.sasl_password.get_secret_value() if security.sasl_password else None,
+        }
+    if security.ssl_cafile:
+        settings["ssl_cafile"] = str(security.ssl_cafile)
+    return settings
+
+
+def spark_options(kafka: KafkaConfig) -> dict[str, str]:
+    """`kafka.*` options for Spark's Kafka source and sink: bootstrap servers and security."""
+    security = kafka.security
+    options = {
+        "kafka.bootstrap.servers": kafka.bootstrap_servers,
+        "kafka.security.protocol": security.protocol,
+    }
+    if security.sasl_mechanism:
+        password = security.sasl_password.get_secret_value() if security.sasl_password else ""
+        options |= {
+            "kafka.sasl.mechanism": security.sasl_mechanism,
+            "kafka.sasl.jaas.config": (
+                f'{_JAAS_MODULES[security.sasl_mechanism]} required '
+                f'username="{_jaas_quote(security.sasl_username or "")}" password="{_jaas_quote(password)}";'
+            ),
+        }
+    if security.ssl_cafile:
+        options |= {
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": str(security.ssl_cafile),
+        }
+    return options
+
+
+def _jaas_quote(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def _unreachable(kafka: KafkaConfig, error: Exception) -> LakehouseError:
+    return LakehouseError(
+        f"no Kafka broker answers at {kafka.bootstrap_servers} ({type(error).__name__}): "
+        "start the embedded one with `lakehouse kafka start`, or fix kafka.bootstrap_servers"
+    )
+
+
+def broker_answers(bootstrap: str, timeout_s: float) -> bool:
+    """True when a broker at `bootstrap` (plaintext) answers a metadata request in time."""
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    admin = None
+    try:
+        timeout_ms = int(timeout_s * 1000)
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+        admin.describe_cluster()
+        return True
+    except (KafkaError, OSError, ValueError):
+        return False
+    finally:
+        if admin is not None:
+            admin.close()
+
+
+@contextmanager
+def admin_client(kafka: KafkaConfig) -> Iterator[Any]:
+    from kafka import KafkaAdminClient
+    from kafka.errors import KafkaError
+
+    try:
+        admin = KafkaAdminClient(**client_settings(kafka), request_timeout_ms=15_000)
+    except KafkaError as error:
+        raise _unreachable(kafka, error) from None
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def ensure_topics(
+    kafka: KafkaConfig, names: Iterable[str], timestamp_type: TimestampType | None = None
+) -> list[str]:
+    """Create the topics that do not exist yet, with `kafka.partitions` partitions and, if given,
+    `message.timestamp.type`. Returns the names it created; existing topics are left as they are.
+    """
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    configs = {"message.timestamp.type": timestamp_type} if timestamp_type else {}
+    with admin_client(kafka) as admin:
+        missing = sorted(set(names) - set(admin.list_topics()))
+        if not missing:
+            return []
+        topics = [
+            NewTopic(name, num_partitions=kafka.partitions, replication_factor=kafka.replication_factor,
+                     topic_configs=configs)
+            for name in missing
+        ]
+        try:
+            admin.create_topics(topics, timeout_ms=30_000)
+        except TopicAlreadyExistsError:
+            pass  # created meanwhile by someone else: fine
+        admin.wait_for_topics(missing, timeout_ms=30_000)
+    return missing
+
+
+def topic_offsets(kafka: KafkaConfig, topic: str) -> dict[int, tuple[int, int]]:
+    """Per partition, (earliest, latest) offsets: how many records a topic holds right now."""
+    from kafka import TopicPartition
+
+    consumer = consumer_for(kafka)
+    try:
+        partitions = consumer.partitions_for_topic(topic)
+        if partitions is None:
+            raise LakehouseError(f"topic {topic} does not exist on {kafka.bootstrap_servers}")
+        assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
+        earliest = consumer.beginning_offsets(assigned)
+        latest = consumer.end_offsets(assigned)
+        return {tp.partition: (earliest[tp], latest[tp]) for tp in assigned}
+    finally:
+        consumer.close()
+
+
+def _key_caching_partitioner():
+    """kafka-python's default partitioner (murmur2 of the key, as the Java client), remembered per
+    key: keys are page ids, few and repeated, and hashing in pure Python cost a third of the send.
+    """
+    from kafka.partitioner import DefaultPartitioner
+
+    class KeyCachingPartitioner(DefaultPartitioner):
+        def __init__(self) -> None:
+            self._known: dict[tuple[str, bytes, int], int] = {}
+
+        def partition(self, topic, key, serialized_key, value, serialized_value, cluster):
+            if serialized_key is None:
+                return super().partition(topic, key, serialized_key, value, serialized_value, cluster)
+            known = (topic, serialized_key, len(cluster.partitions_for_topic(topic) or ()))
+            if known not in self._known:
+                self._known[known] = super().partition(topic, key, serialized_key, value, serialized_value, cluster)
+            return self._known[known]
+
+    return KeyCachingPartitioner()
+
+
+def producer_for(kafka: KafkaConfig, **overrides: Any):
+    """A kafka-python producer with the `kafka.producer` settings (bytes in, bytes out)."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    producer = kafka.producer
+    settings = client_settings(kafka) | {
+        "partitioner": _key_caching_partitioner(),
+        "linger_ms": producer.linger_ms,
+        "batch_size": producer.batch_size,
+        "compression_type": producer.compression_type,
+        "acks": producer.acks,
+    }
+    try:
+        return KafkaProducer(**(settings | overrides))
+    except KafkaError as error:
+        raise _unreachable(kafka, error) from None
+
+
+def consumer_for(kafka: KafkaConfig, *topics: str, **overrides: Any):
+    """A kafka-python consumer without a group (nothing committed), reading from the earliest offset."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaError
+
+    settings = client_settings(kafka) | {"auto_offset_reset": "earliest", "enable_auto_commit": False}
+    try:
+        return KafkaConsumer(*topics, **(settings | overrides))
+    except KafkaError as error:
+        raise _unreachable(kafka, error) from None
