@@ -294,13 +294,6 @@ def _free_port(host: str) -> int:
 
 
 def _answers_metadata(bootstrap: str, timeout_s: float) -> bool:
-    """True when the broker answers a metadata request (a TCP connect alone is not enough)."""
-    host, port = bootstrap.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
-    except OSError:
-        return False
     from shared.kafka import broker_answers
 
     return broker_answers(bootstrap, timeout_s)

@@ -6,6 +6,7 @@ and the option map for Spark's Kafka source and sink. Security is written once i
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any, Iterator, Literal
@@ -71,18 +72,41 @@ def _jaas_quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
-def _unreachable(kafka: KafkaConfig, error: Exception) -> LakehouseError:
+def _unreachable(kafka: KafkaConfig, error: Exception | str) -> LakehouseError:
+    why = error if isinstance(error, str) else type(error).__name__
     return LakehouseError(
-        f"no Kafka broker answers at {kafka.bootstrap_servers} ({type(error).__name__}): "
+        f"no Kafka broker answers at {kafka.bootstrap_servers} ({why}): "
         "start the embedded one with `lakehouse kafka start`, or fix kafka.bootstrap_servers"
     )
 
 
+def require_reachable(kafka: KafkaConfig, timeout_s: float = 3.0) -> None:
+    """Fail fast when no bootstrap server accepts a connection (kafka-python would wait ~30 s)."""
+    errors = []
+    for server in kafka.bootstrap_servers.split(","):
+        host, port = server.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except OSError as error:
+            errors.append(error.strerror or type(error).__name__)
+    raise _unreachable(kafka, ", ".join(sorted(set(errors))))
+
+
 def broker_answers(bootstrap: str, timeout_s: float) -> bool:
-    """True when a broker at `bootstrap` (plaintext) answers a metadata request in time."""
+    """True when a broker at `bootstrap` (plaintext) answers a metadata request in time.
+
+    A TCP connect comes first: kafka-python must not be handed a port nobody listens on.
+    """
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    host, port = bootstrap.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            pass
+    except OSError:
+        return False
     admin = None
     try:
         timeout_ms = int(timeout_s * 1000)
@@ -101,6 +125,7 @@ def admin_client(kafka: KafkaConfig) -> Iterator[Any]:
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
+    require_reachable(kafka)
     try:
         admin = KafkaAdminClient(**client_settings(kafka), request_timeout_ms=15_000)
     except KafkaError as error:
@@ -189,6 +214,7 @@ def producer_for(kafka: KafkaConfig, **overrides: Any):
         "compression_type": producer.compression_type,
         "acks": producer.acks,
     }
+    require_reachable(kafka)
     try:
         return KafkaProducer(**(settings | overrides))
     except KafkaError as error:
@@ -201,6 +227,7 @@ def consumer_for(kafka: KafkaConfig, *topics: str, **overrides: Any):
     from kafka.errors import KafkaError
 
     settings = client_settings(kafka) | {"auto_offset_reset": "earliest", "enable_auto_commit": False}
+    require_reachable(kafka)
     try:
         return KafkaConsumer(*topics, **(settings | overrides))
     except KafkaError as error:

@@ -30,7 +30,10 @@ def dedupe_clicks(events: DataFrame, watermark: timedelta) -> DataFrame:
 
     A duplicate that arrives after its first copy left the horizon is not recognised: the
     operational path accepts that (its horizon is short), gold does not (its horizon is long).
+    A static frame has no horizon (Spark refuses the watermark variant there): every duplicate goes.
     """
+    if not events.isStreaming:
+        return events.dropDuplicates(["eventId"])
     return with_event_time_watermark(events, watermark).dropDuplicatesWithinWatermark(["eventId"])
 
 

@@ -1,0 +1,74 @@
+"""Fixtures for the whole run: one SparkSession, one real Kafka broker, per-test topics and storage.
+
+The broker is the project's own embedded broker (shared.broker), started once on a free port with
+its files in a temporary folder, and stopped when the run ends.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from pathlib import Path
+
+import pytest
+
+from shared.config import Config, load_config
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def make_config(*overrides: str) -> Config:
+    """The embedded default with test-friendly Spark settings, plus `overrides`."""
+    return load_config(overrides=["spark.ui_enabled=false", "spark.log_level=ERROR", *overrides])
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from shared.spark import spark_session
+
+    session = spark_session(make_config())
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def broker_overrides(tmp_path_factory) -> list[str]:
+    """--set values that point at the run's broker (started on first use, stopped at the end)."""
+    from shared.broker import EmbeddedBroker
+
+    overrides = [
+        f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
+        f"broker.run_dir={tmp_path_factory.mktemp('broker')}",
+    ]
+    broker = EmbeddedBroker(make_config(*overrides), log=lambda message: None)
+    broker.start()
+    yield overrides
+    broker.stop(quiet=True)
+
+
+@pytest.fixture
+def config(broker_overrides, tmp_path: Path) -> Config:
+    """This test's config: the run's broker, its own topics and its own storage root."""
+    suffix = uuid.uuid4().hex[:10]
+    return make_config(
+        *broker_overrides,
+        f"kafka.topics.clicks=clicks-{suffix}",
+        f"kafka.topics.alerts=alerts-{suffix}",
+        f"storage.root={tmp_path / 'lakehouse'}",
+    )
+
+
+@pytest.fixture
+def config_overrides(broker_overrides, config) -> list[str]:
+    """The same settings as `config`, as --set arguments for the CLI."""
+    return [
+        *broker_overrides,
+        f"kafka.topics.clicks={config.kafka.topics.clicks}",
+        f"kafka.topics.alerts={config.kafka.topics.alerts}",
+        f"storage.root={config.storage.root}",
+        "spark.ui_enabled=false",
+    ]

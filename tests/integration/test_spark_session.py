@@ -1,0 +1,25 @@
+"""The one Spark session has what every query needs: Delta, UTC, the configured state store."""
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_delta_tables_write_read_and_time_travel(spark, config):
+    path = config.path("smoke", "delta")
+    spark.range(3).write.format("delta").save(path)
+    spark.range(3, 5).write.format("delta").mode("append").save(path)
+
+    assert spark.read.format("delta").load(path).count() == 5
+    assert spark.read.format("delta").option("versionAsOf", 0).load(path).count() == 3
+    assert [row.operation for row in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()] == ["WRITE", "WRITE"]
+
+
+def test_session_settings_come_from_config(spark, config):
+    conf = spark.conf
+
+    assert conf.get("spark.sql.session.timeZone") == "UTC"
+    assert conf.get("spark.sql.shuffle.partitions") == str(config.spark.shuffle_partitions)
+    assert conf.get("spark.sql.streaming.stateStore.providerClass").endswith("RocksDBStateStoreProvider")
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"

@@ -1,0 +1,65 @@
+"""The command line as a user meets it: help everywhere, one clear line on bad input, exit codes."""
+
+import pytest
+
+from shared.cli import build_parser
+from tests.helpers import run_lakehouse
+
+COMMANDS = [[], ["kafka"], ["kafka", "start"], ["kafka", "stop"], ["kafka", "status"], ["kafka", "topics"],
+            ["generate"], ["inspect"], ["config"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "lakehouse")
+def test_every_command_has_help(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        build_parser().parse_args([*command, "--help"])
+
+    assert done.value.code == 0
+    assert "usage: lakehouse" in capsys.readouterr().out
+
+
+def test_top_level_help_lists_the_commands():
+    result = run_lakehouse("--help")
+
+    assert result.returncode == 0
+    for command in ("kafka", "generate", "inspect", "config"):
+        assert command in result.stdout
+
+
+def test_a_bad_config_value_is_one_clear_line_and_exit_2():
+    result = run_lakehouse("config", "--set", "hot_pages.threshold=many")
+
+    assert result.returncode == 2
+    assert "hot_pages.threshold" in result.stderr and "many" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_set_before_the_subcommand_is_kept():
+    result = run_lakehouse("--set", "hot_pages.threshold=42", "config")
+
+    assert result.returncode == 0
+    assert "threshold: 42" in result.stdout
+
+
+def test_a_bad_option_value_is_refused_by_the_parser():
+    result = run_lakehouse("generate", "--late-fraction", "2")
+
+    assert result.returncode == 2
+    assert "between 0 and 1" in result.stderr
+
+
+def test_status_of_a_broker_that_never_ran_exits_1(tmp_path):
+    result = run_lakehouse("kafka", "status", "--set", f"broker.run_dir={tmp_path}",
+                           "--set", "kafka.bootstrap_servers=127.0.0.1:1")
+
+    assert result.returncode == 1
+    assert "not running" in result.stdout
+
+
+def test_generate_without_a_broker_says_how_to_start_one(tmp_path):
+    result = run_lakehouse("generate", "--events", "10", "--set", "kafka.bootstrap_servers=127.0.0.1:1")
+
+    assert result.returncode == 2
+    assert "lakehouse kafka start" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,122 @@
+"""Config: layering, typed overrides, secrets from the environment, errors that name the key."""
+
+from datetime import timedelta
+
+import pytest
+
+from shared.config import load_config, render
+from shared.errors import ConfigError
+
+
+def test_embedded_default_has_the_contract_keys():
+    config = load_config()
+
+    assert config.kafka.topics.clicks == "page-clicks"
+    assert config.kafka.topics.alerts == "hot-pages"
+    assert config.hot_pages.window == timedelta(seconds=5)
+    assert config.hot_pages.watermark == timedelta(seconds=5)
+    assert config.hot_pages.threshold == 5000
+    assert config.analytical.watermark == timedelta(minutes=10)
+    assert config.kafka.partitions == 2
+
+
+def test_a_file_states_only_what_differs_and_set_wins_over_it(tmp_path):
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("hot_pages:\n  threshold: 100\nkafka:\n  topics:\n    alerts: my-alerts\n")
+
+    config = load_config(profile, ["hot_pages.threshold=7", "hot_pages.window=10s"])
+
+    assert config.hot_pages.threshold == 7
+    assert config.hot_pages.window == timedelta(seconds=10)
+    assert config.kafka.topics.alerts == "my-alerts"
+    assert config.kafka.topics.clicks == "page-clicks"
+
+
+def test_config_file_from_the_environment(tmp_path, monkeypatch):
+    profile = tmp_path / "profile.yaml"
+    profile.write_text("hot_pages:\n  threshold: 123\n")
+    monkeypatch.setenv("LAKEHOUSE_CONFIG", str(profile))
+
+    assert load_config().hot_pages.threshold == 123
+
+
+def test_relative_paths_are_taken_from_the_project_root(tmp_path):
+    config = load_config(overrides=["storage.root=some/where", f"broker.run_dir={tmp_path}"])
+
+    assert config.storage.root.endswith("/some/where") and config.storage.root.startswith("/")
+    assert load_config(overrides=["storage.root=s3a://bucket/x"]).path("gold", "t") == "s3a://bucket/x/gold/t"
+
+
+@pytest.mark.parametrize(
+    ("override", "names"),
+    [
+        ("hot_pages.threshold=lots", ["hot_pages.threshold", "lots"]),
+        ("hot_pages.threshold=-1", ["hot_pages.threshold", "greater than or equal to 0"]),
+        ("hot_pages.window=5 parsecs", ["hot_pages.window", "5 parsecs"]),
+        ("hot_pages.window=0s", ["hot_pages", "window must be longer than 0"]),
+        ("analytical.watermark=soon", ["analytical.watermark"]),
+        ("kafka.bootstrap_servers=localhost", ["kafka.bootstrap_servers"]),
+        ("kafka.topics.clicks=", ["kafka.topics.clicks"]),
+        ("kafka.partitions=0", ["kafka.partitions"]),
+        ("spark.state_store=memory", ["spark.state_store", "rocksdb"]),
+        ("hot_pages.treshold=5", ["hot_pages.treshold", "unknown key"]),
+        ("kafka.security.protocol=SASL_SSL", ["kafka.security", "sasl_mechanism", "sasl_password"]),
+        ("hot_pages=3", ["hot_pages", "section"]),
+    ],
+)
+def test_a_bad_value_names_the_key_and_what_is_wrong(override, names):
+    with pytest.raises(ConfigError) as error:
+        load_config(overrides=[override])
+
+    for name in names:
+        assert name in str(error.value)
+
+
+def test_a_set_without_equals_is_explained():
+    with pytest.raises(ConfigError, match="expected dotted.key=value"):
+        load_config(overrides=["hot_pages.threshold"])
+
+
+def test_a_missing_or_broken_file_is_explained(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(tmp_path / "nope.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("hot_pages: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(broken)
+
+
+def test_secrets_come_from_the_environment_and_are_masked(monkeypatch):
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "clicks-app")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "s3cr3t-value")
+
+    config = load_config("conf/cluster.yaml")
+
+    assert config.kafka.security.sasl_password.get_secret_value() == "s3cr3t-value"
+    assert "s3cr3t-value" not in render(config)
+    assert config.kafka.security.sasl_username == "clicks-app"
+
+
+def test_a_missing_environment_variable_names_the_key_and_the_variable(monkeypatch):
+    monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "clicks-app")
+
+    with pytest.raises(ConfigError, match=r"kafka\.security\.sasl_password: environment variable KAFKA_SASL_PASSWORD"):
+        load_config("conf/cluster.yaml")
+
+
+def test_security_is_rendered_for_both_clients(monkeypatch):
+    from shared.kafka import client_settings, spark_options
+
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "clicks-app")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", 'pa"ss')
+    kafka = load_config("conf/cluster.yaml").kafka
+
+    python_side = client_settings(kafka)
+    spark_side = spark_options(kafka)
+
+    assert python_side["security_protocol"] == spark_side["kafka.security.protocol"] == "SASL_SSL"
+    assert python_side["sasl_plain_password"] == 'pa"ss'
+    assert 'password="pa\\"ss";' in spark_side["kafka.sasl.jaas.config"]
+    assert "ScramLoginModule" in spark_side["kafka.sasl.jaas.config"]
+    assert spark_side["kafka.ssl.truststore.location"] == python_side["ssl_cafile"] == "/etc/kafka/ca.pem"

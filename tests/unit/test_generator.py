@@ -1,0 +1,89 @@
+"""The generator without a broker: reproducible, hot pages over the threshold, every invalid shape."""
+
+import itertools
+import json
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from shared.errors import LakehouseError
+from shared.generator import ClickGenerator, TrafficSpec
+
+START = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
+
+
+def spec(**changes) -> TrafficSpec:
+    base = dict(rate=2000, threshold=500, window=timedelta(seconds=5),
+                late_by=(timedelta(seconds=15), timedelta(seconds=60)), pages=100, seed=11, start_time=START)
+    return TrafficSpec(**(base | changes))
+
+
+def take(generator: ClickGenerator, count: int) -> list:
+    return list(itertools.islice(generator.records(), count))
+
+
+def test_same_seed_same_records_and_another_seed_differs():
+    first = take(ClickGenerator(spec(duplicate_fraction=0.1, malformed_fraction=0.1, late_fraction=0.1)), 3000)
+    again = take(ClickGenerator(spec(duplicate_fraction=0.1, malformed_fraction=0.1, late_fraction=0.1)), 3000)
+    other = take(ClickGenerator(spec(duplicate_fraction=0.1, malformed_fraction=0.1, late_fraction=0.1, seed=12)), 3000)
+
+    assert first == again
+    assert first != other
+
+
+def test_hot_pages_exceed_the_threshold_in_every_full_window_and_others_do_not():
+    records = take(ClickGenerator(spec(hot_pages=2, late_fraction=0.05, malformed_fraction=0.05)), 2000 * 20)
+    per_window = Counter()
+    for _, value, kind in records:
+        if kind in ("click", "hot"):
+            event = json.loads(value)
+            moment = datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00"))
+            per_window[(event["pageId"], int(moment.timestamp()) // 5)] += 1
+
+    hot = {key: n for key, n in per_window.items() if key[0].startswith("/promo/")}
+    assert {page for page, _ in hot} == {"/promo/flash-sale-1", "/promo/flash-sale-2"}
+    assert len(hot) == 2 * 4  # 20 s of event time: 4 full windows per hot page
+    assert min(hot.values()) > 500
+    assert max(n for key, n in per_window.items() if key not in hot) <= 500
+
+
+def test_event_time_follows_the_nominal_rate_from_the_start():
+    records = take(ClickGenerator(spec()), 4001)
+    times = [json.loads(value)["eventTime"] for _, value, _ in records]
+
+    assert times[0] == "2026-11-22T10:00:00.000Z"
+    assert times[-1] == "2026-11-22T10:00:02.000Z"
+
+
+def test_special_records_have_the_asked_shares_and_shapes():
+    records = take(ClickGenerator(spec(late_fraction=0.1, duplicate_fraction=0.1, malformed_fraction=0.1)), 20_000)
+    kinds = Counter(kind.split(":")[0] for _, _, kind in records)
+    values = [value for _, value, _ in records]
+
+    for kind in ("late", "duplicate", "malformed"):
+        assert 1700 < kinds[kind] < 2300, kinds
+    duplicates = [value for _, value, kind in records if kind == "duplicate"]
+    assert all(values.count(value) >= 2 for value in duplicates[:50])
+    reasons = {kind.split(":")[1] for _, _, kind in records if kind.startswith("malformed:")}
+    assert reasons == {"not_json", "not_object", "missing_event_id", "empty_page_id", "page_id_too_long",
+                       "bad_event_time", "not_utf8", "null_value"}
+
+
+def test_late_events_are_late_by_the_asked_range():
+    records = take(ClickGenerator(spec(late_fraction=0.2)), 5000)
+    expected_ms = {index: START.timestamp() * 1000 + index * 1000 / 2000 for index in range(5000)}
+    lateness = []
+    for index, (_, value, kind) in enumerate(records):
+        if kind == "late":
+            moment = datetime.fromisoformat(json.loads(value)["eventTime"].replace("Z", "+00:00"))
+            lateness.append(expected_ms[index] - moment.timestamp() * 1000)
+
+    assert lateness and 15_000 <= min(lateness) and max(lateness) <= 60_000
+
+
+def test_impossible_traffic_is_refused_with_the_rate_it_needs():
+    with pytest.raises(LakehouseError, match="needs --rate"):
+        ClickGenerator(spec(hot_pages=11))  # 11 x 1.5 x 501 / 5 s > 80% of 2000/s
+    with pytest.raises(LakehouseError, match="add up to"):
+        ClickGenerator(spec(late_fraction=0.3, malformed_fraction=0.3))
