@@ -45,7 +45,7 @@ test-unit: setup  ## only the fast unit tests
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
 demo: setup  ## broker, synthetic traffic, a Spark look at what landed, clean stop
-	@$(BIN)/python -m shared.demo
+	@$(BIN)/lakehouse demo
 
 clean-run:  ## stop the embedded broker and delete .run/ (broker data, tables, checkpoints)
 	-@test -x $(BIN)/lakehouse && $(BIN)/lakehouse kafka stop

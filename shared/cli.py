@@ -161,6 +161,15 @@ def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+# -- demo ------------------------------------------------------------------------------------
+
+
+def cmd_demo(config: Config, args: argparse.Namespace) -> int:
+    from shared.demo import run_demo
+
+    return run_demo(config, seconds=args.seconds, rate=args.rate)
+
+
 # -- config ----------------------------------------------------------------------------------
 
 
@@ -269,6 +278,14 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--top", type=_positive(int), default=10, help="busiest windows to list (default 10)")
     inspect.add_argument("--format", choices=["table", "json"], default="table")
     inspect.set_defaults(handler=cmd_inspect)
+
+    demo = commands.add_parser(
+        "demo", parents=[common], help="the whole story so far, end to end, on the embedded default",
+        description="Start the embedded broker, send synthetic traffic with hot pages and bad records to a fresh "
+        "demo topic, read it back with Spark through the shared parsing and rule, and stop the broker.")
+    demo.add_argument("--seconds", type=_positive(float), default=15.0, help="seconds of traffic (default 15)")
+    demo.add_argument("--rate", type=_positive(float), default=20_000.0, help="events per second (default 20000)")
+    demo.set_defaults(handler=cmd_demo)
 
     commands.add_parser("config", parents=[common], help="print the effective configuration (secrets masked)",
                         description="Print the configuration after layering and overrides, secrets masked."

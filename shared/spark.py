@@ -53,6 +53,8 @@ def spark_conf(config: Config) -> dict[str, str]:
 def spark_session(config: Config):
     """Build (or return this process's) SparkSession for `config`."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if config.spark.master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no network interface guessing
     java = java_executable()
     os.environ.setdefault("JAVA_HOME", str(os.path.dirname(os.path.dirname(os.path.realpath(java)))))
     from pyspark.sql import SparkSession

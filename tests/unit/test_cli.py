@@ -6,7 +6,7 @@ from shared.cli import build_parser
 from tests.helpers import run_lakehouse
 
 COMMANDS = [[], ["kafka"], ["kafka", "start"], ["kafka", "stop"], ["kafka", "status"], ["kafka", "topics"],
-            ["generate"], ["inspect"], ["config"]]
+            ["generate"], ["inspect"], ["demo"], ["config"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "lakehouse")
