@@ -30,9 +30,10 @@ def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
 
     bootstrap = EmbeddedBroker(config, log=_stderr).start()
     topics = [config.kafka.topics.clicks, config.kafka.topics.alerts]
-    created = ensure_topics(config.kafka, topics)
+    created = ensure_topics(config.kafka, topics, timestamp_type=args.timestamp_type)
     if created:
-        _stderr(f"created topics {', '.join(created)} ({config.kafka.partitions} partitions)")
+        stamp = f", {args.timestamp_type}" if args.timestamp_type else ""
+        _stderr(f"created topics {', '.join(created)} ({config.kafka.partitions} partitions{stamp})")
     print(bootstrap)
     return 0
 
@@ -232,9 +233,13 @@ def build_parser() -> argparse.ArgumentParser:
     kafka = commands.add_parser("kafka", help="the embedded single-node Kafka broker", parents=[common],
                                 description="Start, stop or inspect the embedded Kafka broker (KRaft).")
     kafka_commands = kafka.add_subparsers(dest="kafka_command", metavar="ACTION", required=True)
-    kafka_commands.add_parser("start", parents=[common], help="start it (formats storage the first time); prints the bootstrap address",
-                              description="Start the broker unless it runs, create the configured topics, print the bootstrap address."
-                              ).set_defaults(handler=cmd_kafka_start)
+    start = kafka_commands.add_parser(
+        "start", parents=[common], help="start it (formats storage the first time); prints the bootstrap address",
+        description="Start the broker unless it runs, create the configured topics that do not exist yet "
+        "(kafka.partitions partitions), and print the bootstrap address once it answers.")
+    start.add_argument("--timestamp-type", choices=["CreateTime", "LogAppendTime"],
+                       help="message.timestamp.type of the topics it creates (default: the broker's, CreateTime)")
+    start.set_defaults(handler=cmd_kafka_start)
     kafka_commands.add_parser("stop", parents=[common], help="stop it: SIGTERM, then SIGKILL only if it hangs",
                               description="Stop the broker and wait until its process is gone.").set_defaults(handler=cmd_kafka_stop)
     kafka_commands.add_parser("status", parents=[common], help="say whether it runs and answers (exit 1 if not)",
@@ -304,6 +309,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _stderr("interrupted")
         return 130
+    except ModuleNotFoundError as error:
+        if error.name and error.name.split(".")[0] in {"pyspark", "delta", "kafka", "great_expectations", "yaml", "pydantic"}:
+            _stderr(f"error: the Python package {error.name} is not installed here: run `make setup` "
+                    "and use .venv/bin/lakehouse")
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.broker import EmbeddedBroker
+from shared.broker import BrokerError, EmbeddedBroker
 from shared.kafka import admin_client, ensure_topics
 from tests.conftest import free_port, make_config
 from tests.helpers import run_lakehouse
@@ -91,7 +91,7 @@ def test_a_broker_that_cannot_start_reports_its_log(tmp_path):
     (broker.data_dir).mkdir()
     (broker.data_dir / "meta.properties").write_text("version=1\nnode.id=1\ncluster.id=AAAAAAAAAAAAAAAAAAAAAA\ndirectory.id=not-an-id\n")
 
-    with pytest.raises(Exception) as error:
+    with pytest.raises(BrokerError) as error:
         broker.start()
 
     assert "log ends with" in str(error.value)
