@@ -80,12 +80,9 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
     from shared.kafka import ensure_topics, producer_for
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
-    hot = config.hot_pages
-    spec = TrafficSpec(
+    spec = TrafficSpec.for_config(
+        config,
         rate=args.rate,
-        threshold=hot.threshold,
-        window=hot.window,
-        late_by=(hot.watermark + 2 * hot.window, max(hot.watermark + 4 * hot.window, config.analytical.watermark / 2)),
         pages=args.pages,
         hot_pages=args.hot_pages,
         late_fraction=args.late_fraction,
@@ -95,10 +92,11 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
         start_time=args.start_time,
     )
     generator = ClickGenerator(spec)
-    if generator.busiest_ordinary_page_per_window > hot.threshold:
+    threshold = config.hot_pages.threshold
+    if generator.busiest_ordinary_page_per_window > threshold:
         _stderr(
             f"warning: at this rate an ordinary page expects {generator.busiest_ordinary_page_per_window:.0f} "
-            f"clicks per window, over the threshold {hot.threshold}: use more --pages"
+            f"clicks per window, over the threshold {threshold}: use more --pages"
         )
     count = args.events if args.events is not None else round(args.rate * args.seconds)
     paced = args.events is None or args.paced

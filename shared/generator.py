@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from shared.config import Config
 from shared.errors import LakehouseError
 from shared.schema import MAX_PAGE_ID_LENGTH, InvalidReason
 
@@ -48,6 +49,16 @@ class TrafficSpec:
     malformed_fraction: float = 0.0
     seed: int = 0
     start_time: datetime | None = None
+
+    @classmethod
+    def for_config(cls, config: Config, rate: float, **options) -> "TrafficSpec":
+        """Traffic for this deployment: its threshold and window, and late events that are late
+        beyond the fast path's watermark (by at least two windows) yet within gold's (half of it).
+        """
+        hot = config.hot_pages
+        earliest = hot.watermark + 2 * hot.window
+        latest = max(earliest + 2 * hot.window, config.analytical.watermark / 2)
+        return cls(rate=rate, threshold=hot.threshold, window=hot.window, late_by=(earliest, latest), **options)
 
     def validated(self) -> "TrafficSpec":
         if self.rate <= 0:

@@ -87,3 +87,13 @@ def test_impossible_traffic_is_refused_with_the_rate_it_needs():
         ClickGenerator(spec(hot_pages=11))  # 11 x 1.5 x 501 / 5 s > 80% of 2000/s
     with pytest.raises(LakehouseError, match="add up to"):
         ClickGenerator(spec(late_fraction=0.3, malformed_fraction=0.3))
+
+
+def test_late_events_from_config_are_beyond_the_fast_watermark_and_within_golds():
+    from shared.config import load_config
+
+    config = load_config(overrides=["hot_pages.watermark=5s", "hot_pages.window=5s", "analytical.watermark=10 minutes"])
+
+    earliest, latest = TrafficSpec.for_config(config, rate=1000).late_by
+
+    assert earliest == timedelta(seconds=15) and latest == timedelta(minutes=5)
