@@ -35,6 +35,9 @@ def run_demo(config: Config, seconds: float, rate: float) -> int:
         with admin_client(config.kafka) as admin:
             if DEMO_TOPIC in admin.list_topics():
                 admin.delete_topics([DEMO_TOPIC])
+                deadline = time.monotonic() + 30
+                while DEMO_TOPIC in admin.list_topics() and time.monotonic() < deadline:
+                    time.sleep(0.2)  # deletion is asynchronous: recreate only once it is gone
                 print(f"   emptied {DEMO_TOPIC} from an earlier demo", file=sys.stderr)
 
         step(f"2. {seconds:g} s of synthetic clicks at {rate:,.0f}/s: 3 hot pages, 1% late, 1% duplicate, 0.5% malformed")

@@ -31,6 +31,7 @@ def read_topic(spark: SparkSession, config: Config, topic: str) -> DataFrame:
 
 def profile_topic(spark: SparkSession, config: Config, topic: str, top: int = 10) -> dict[str, Any]:
     parsed = read_topic(spark, config, topic).transform(parse_clicks).cache()
+    windows = None
     try:
         totals = parsed.agg(
             F.count(F.lit(1)).alias("records"),
@@ -51,6 +52,8 @@ def profile_topic(spark: SparkSession, config: Config, topic: str, top: int = 10
         busiest = windows.orderBy(F.desc("clickCount"), "pageId", "windowStart").limit(top).collect()
     finally:
         parsed.unpersist()
+        if windows is not None:
+            windows.unpersist()
     return {
         "records": totals["records"],
         "valid": totals["valid"],
