@@ -160,6 +160,93 @@ def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+# -- operational ----------------------------------------------------------------------------
+
+
+def cmd_operational(config: Config, args: argparse.Namespace) -> int:
+    from operational import hot_pages
+    from shared.kafka import ensure_topics
+    from shared.spark import spark_session
+    from shared.streaming import supervise
+
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    spark = spark_session(config)
+    settings = config.operational
+    _stderr(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
+            f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
+            f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
+    totals = supervise(
+        hot_pages.QUERY_NAME,
+        lambda: hot_pages.start(spark, config),
+        seconds=args.seconds,
+        status_interval_s=settings.status_interval_s,
+        max_restarts=settings.max_restarts,
+        restart_backoff_s=settings.restart_backoff_s,
+        report=_stderr,
+    )
+    _stderr(f"[{hot_pages.QUERY_NAME}] processed {totals.rows:,} records in this run: {totals.invalid:,} invalid, "
+            f"{totals.dropped_by_watermark:,} dropped as too late")
+    return 0
+
+
+def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
+    from operational.alerts_topic import read_alerts
+
+    topic = config.kafka.topics.alerts
+    book = None
+    for book, changed in read_alerts(config.kafka, topic, follow=args.follow):
+        if args.follow and changed is not None:
+            print(json.dumps(changed.as_dict()) if args.format == "json" else
+                  f"{changed.window_start}  {changed.page_id}  {changed.click_count}", flush=True)
+    if args.follow or book is None:
+        if book is None:
+            _stderr(f"no alerts on {topic}")
+        return 0
+    alerts = [alert.as_dict() for alert in book.sorted()]
+    if args.format == "json":
+        print(json.dumps(alerts, indent=2))
+    else:
+        print(_table(alerts, ["windowStart", "pageId", "clickCount", "threshold", "alertId"]))
+    _stderr(f"{len(alerts)} alerted windows from {book.records} records on {topic}"
+            + (f"; {len(book.invalid)} records are not valid alerts" if book.invalid else ""))
+    return 0
+
+
+# -- bench -----------------------------------------------------------------------------------
+
+
+def _passthrough(args: argparse.Namespace) -> list[str]:
+    """The --config/--set a benchmark's child processes must see."""
+    config = [f"--config={args.config}"] if getattr(args, "config", None) else []
+    return config + [f"--set={item}" for item in getattr(args, "overrides", [])]
+
+
+def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import PROFILES, latency
+
+    profiles = [name.strip() for name in args.configs.split(",") if name.strip()]
+    unknown = sorted(set(profiles) - set(PROFILES))
+    if unknown:
+        raise LakehouseError(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
+    print(json.dumps(latency(_passthrough(args), args.rate, args.seconds, args.hot_pages, profiles), indent=2))
+    return 0
+
+
+def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import throughput
+
+    rates = [float(rate) for rate in args.rates.split(",")]
+    print(json.dumps(throughput(_passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
+    return 0
+
+
+def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import memory
+
+    print(json.dumps(memory(_passthrough(args), args.rate, args.seconds, args.hot_pages), indent=2))
+    return 0
+
+
 # -- demo ------------------------------------------------------------------------------------
 
 
@@ -281,6 +368,49 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("--top", type=_positive(int), default=10, help="busiest windows to list (default 10)")
     inspect.add_argument("--format", choices=["table", "json"], default="table")
     inspect.set_defaults(handler=cmd_inspect)
+
+    operational = commands.add_parser(
+        "operational", parents=[common], help="the hot-page stream: clicks -> alerts on Kafka",
+        description="Run the fast path until stopped (SIGINT/SIGTERM stop it cleanly, exit 0) or for --seconds. "
+        "A restart resumes from its checkpoint. Prints a status line every operational.status_interval_s.")
+    operational.add_argument("--seconds", type=_positive(float), help="stop after this long (default: run until stopped)")
+    operational.set_defaults(handler=cmd_operational)
+
+    alerts = commands.add_parser(
+        "alerts", parents=[common], help="the alerts on the topic, one per alertId (highest count)",
+        description="Read the alerts topic from the beginning and print, per alertId, the record with the "
+        "highest clickCount. Records that are not valid alerts are counted, not fatal.")
+    alerts.add_argument("--follow", action="store_true", help="keep reading; print each new or raised alert")
+    alerts.add_argument("--format", choices=["table", "json"], default="table")
+    alerts.set_defaults(handler=cmd_alerts)
+
+    bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
+                                description="Benchmarks of the fast path. Each run uses fresh topics and checkpoints.")
+    bench_commands = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
+    bench_latency = bench_commands.add_parser(
+        "latency", parents=[common], help="time-to-alert under several configurations, same load",
+        description="Time-to-alert (Kafka append of the crossing click -> Kafka append of the first alert) "
+        "for each configuration in turn, on the same generated load; p50/p95/p99/max and ratios to tuned.")
+    bench_latency.add_argument("--rate", type=_positive(float), default=20_000.0)
+    bench_latency.add_argument("--seconds", type=_positive(float), default=60.0)
+    bench_latency.add_argument("--hot-pages", type=int, default=8, help="hot pages in the load (default 8)")
+    bench_latency.add_argument("--configs", default="tuned,spark-defaults,seed",
+                               help="comma-separated: tuned, spark-defaults, seed (default: all three)")
+    bench_latency.set_defaults(handler=cmd_bench_latency)
+    bench_throughput = bench_commands.add_parser(
+        "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
+        description="Offer each rate in turn for --seconds; stop at the first whose Kafka lag grows.")
+    bench_throughput.add_argument("--rates", default="10000,20000,25000,30000", help="rates to try, in order")
+    bench_throughput.add_argument("--seconds", type=_positive(float), default=60.0)
+    bench_throughput.add_argument("--hot-pages", type=int, default=3)
+    bench_throughput.set_defaults(handler=cmd_bench_throughput)
+    bench_memory = bench_commands.add_parser(
+        "memory", parents=[common], help="state rows and driver JVM RSS over a long run",
+        description="Run the fast path at --rate for --seconds, sampling state rows and the driver JVM's RSS.")
+    bench_memory.add_argument("--rate", type=_positive(float), default=20_000.0)
+    bench_memory.add_argument("--seconds", type=_positive(float), default=600.0)
+    bench_memory.add_argument("--hot-pages", type=int, default=3)
+    bench_memory.set_defaults(handler=cmd_bench_memory)
 
     demo = commands.add_parser(
         "demo", parents=[common], help="the whole story so far, end to end, on the embedded default",

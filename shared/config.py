@@ -23,6 +23,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainSerializer,
     SecretStr,
     ValidationError,
     model_validator,
@@ -61,6 +62,8 @@ def parse_duration(value: Any) -> timedelta:
 def spark_interval(duration: timedelta) -> str:
     """A duration as Spark's interval string ('5 seconds', '10 minutes', '250 milliseconds')."""
     millis = round(duration.total_seconds() * 1000)
+    if millis == 0:
+        return "0 seconds"
     if millis % 60_000 == 0:
         return f"{millis // 60_000} minutes"
     if millis % 1000 == 0:
@@ -68,7 +71,7 @@ def spark_interval(duration: timedelta) -> str:
     return f"{millis} milliseconds"
 
 
-Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(spark_interval, when_used="json")]
 
 
 class _Section(BaseModel):
@@ -161,6 +164,17 @@ class HotPagesConfig(_Section):
         return self
 
 
+class OperationalConfig(_Section):
+    trigger: Duration
+    starting_offsets: Literal["latest", "earliest"]
+    max_offsets_per_trigger: int | None = Field(gt=0)
+    min_partitions: int | None = Field(gt=0)
+    fail_on_data_loss: bool
+    status_interval_s: float = Field(gt=0)
+    max_restarts: int = Field(ge=0)
+    restart_backoff_s: float = Field(ge=0)
+
+
 class AnalyticalConfig(_Section):
     watermark: Duration
 
@@ -177,12 +191,17 @@ class Config(_Section):
     storage: StorageConfig
     spark: SparkConfig
     hot_pages: HotPagesConfig
+    operational: OperationalConfig
     analytical: AnalyticalConfig
     broker: BrokerConfig
 
     def path(self, *parts: str) -> str:
         """A location under `storage.root` (a local path or a URI), e.g. path('bronze', 'clicks')."""
         return "/".join([self.storage.root.rstrip("/"), *parts])
+
+    def checkpoint(self, query_name: str) -> str:
+        """Where the query called `query_name` keeps its checkpoint: storage.root/_checkpoints/<name>."""
+        return self.path("_checkpoints", query_name)
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> Config:
@@ -248,8 +267,15 @@ def _parse_override(item: str) -> tuple[str, Any]:
     return key, value
 
 
+#: Maps whose own keys contain dots: `--set spark.conf.spark.sql.x=1` sets the key 'spark.sql.x'.
+_FREE_FORM_MAPS = ("spark.conf.",)
+
+
 def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
+    for prefix in _FREE_FORM_MAPS:
+        if key.startswith(prefix) and len(key) > len(prefix):
+            parts = [*prefix.rstrip(".").split("."), key[len(prefix):]]
     node = data
     for depth, part in enumerate(parts[:-1]):
         child = node.setdefault(part, {})

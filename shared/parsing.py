@@ -15,13 +15,20 @@ from pyspark.sql import functions as F
 from shared.schema import EVENT_TIME_PATTERN, MAX_PAGE_ID_LENGTH, InvalidReason
 
 EVENT_COLUMNS = ["eventId", "pageId", "eventTime", "userId"]
+#: Default name of the observed metrics `parse_clicks` adds: records read, invalid records.
+PARSE_METRICS = "parsed_clicks"
 
 
-def parse_clicks(records: DataFrame) -> DataFrame:
+def parse_clicks(records: DataFrame, metrics_name: str = PARSE_METRICS) -> DataFrame:
     """Add eventId, pageId, eventTime (timestamp), userId and invalidReason (null when valid).
 
     `records` needs a binary `value` column (Kafka's); its other columns are kept as they are.
     JSON numbers given for a string field are read as their text; unknown fields are ignored.
+
+    The result is observed as `metrics_name` (`records`, `invalid`: a stream reports them in each
+    progress). The observation is also a barrier Catalyst does not push filters through: without
+    it, `valid_clicks`' filter is pushed beneath the parse and every reference to a parsed field
+    re-parses the JSON (10 parses per record, 4x slower end to end, measured).
     """
     text = F.col("value").cast("string")
     json = F.try_parse_json(text)
@@ -37,6 +44,7 @@ def parse_clicks(records: DataFrame) -> DataFrame:
         .withColumn("eventTime", _valid_only(F.try_to_timestamp(F.col("_eventTime"))))
         .withColumn("userId", _valid_only(_field("userId")))
         .drop("_text", "_json", "_eventId", "_pageId", "_eventTime")
+        .observe(metrics_name, F.count(F.lit(1)).alias("records"), F.count("invalidReason").alias("invalid"))
     )
 
 

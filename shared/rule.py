@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.config import spark_interval
@@ -37,13 +37,24 @@ def dedupe_clicks(events: DataFrame, watermark: timedelta) -> DataFrame:
     return with_event_time_watermark(events, watermark).dropDuplicatesWithinWatermark(["eventId"])
 
 
+def _tumbling_window(window: timedelta) -> Column:
+    return F.window("eventTime", spark_interval(window))
+
+
+def assign_window(events: DataFrame, window: timedelta) -> DataFrame:
+    """Add windowStart and windowEnd: the tumbling window each event's eventTime falls in."""
+    bounds = _tumbling_window(window)
+    return events.withColumn("windowStart", bounds.start).withColumn("windowEnd", bounds.end)
+
+
 def count_clicks_per_window(events: DataFrame, window: timedelta) -> DataFrame:
     """pageId, windowStart, windowEnd, clickCount per page and tumbling window with clicks.
 
     Counts rows: feed it de-duplicated events (`dedupe_clicks`) to count distinct eventIds.
+    Grouped on the window struct itself: that is what lets a stream's watermark close windows.
     """
     return (
-        events.groupBy(F.window("eventTime", spark_interval(window)).alias("window"), "pageId")
+        events.groupBy(_tumbling_window(window).alias("window"), "pageId")
         .agg(F.count(F.lit(1)).alias("clickCount"))
         .select(
             "pageId",
@@ -54,7 +65,7 @@ def count_clicks_per_window(events: DataFrame, window: timedelta) -> DataFrame:
     )
 
 
-def is_hot(threshold: int):
+def is_hot(threshold: int) -> Column:
     """The hot condition as a column: strictly more clicks than the threshold."""
     return F.col("clickCount") > F.lit(threshold)
 

@@ -1,0 +1,260 @@
+"""Benchmarks of the fast path: time-to-alert, sustainable throughput, memory over a long run.
+
+Each measured run is a fresh process (`python -m operational.benchmarks run ...`), with fresh
+topics (LogAppendTime) and a fresh checkpoint, so the configurations compared start equal. The
+parent runs them one after another on the same generated load and prints one JSON object.
+Ratios from one invocation are the result: absolute times drift on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from shared.config import Config, load_config
+from shared.errors import LakehouseError
+
+#: The configurations compared, as overrides on top of the project's configuration ("tuned").
+PROFILES: dict[str, list[str]] = {
+    "tuned": [],
+    # Spark's own defaults: 200 shuffle partitions, the HDFS-backed state store, no trigger interval.
+    "spark-defaults": ["spark.shuffle_partitions=200", "spark.state_store=hdfs", "operational.trigger=0 seconds"],
+    # The seed article's: RocksDB, one shuffle partition per core, a 5-second processing-time trigger.
+    "seed": ["spark.state_store=rocksdb", f"spark.shuffle_partitions={os.cpu_count() or 2}",
+             "operational.trigger=5 seconds"],
+}
+_DURATION_PARTS = ("addBatch", "getBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+# -- one measured run (child process) --------------------------------------------------------
+
+
+def run_once(config: Config, settings: list[str], rate: float, seconds: float, hot_pages: int,
+             measure_latency: bool, sample_every_s: float, drain_timeout_s: float) -> dict[str, Any]:
+    """Start the fast path, offer `rate` events/s for `seconds`, wait until it drained, measure."""
+    from operational import hot_pages as fast_path
+    from operational.time_to_alert import time_to_alert
+    from shared.kafka import consumer_for, ensure_topics
+    from shared.spark import spark_session
+    from shared.streaming import ProgressSummary, progress_dict
+
+    run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"
+    root = config.path("bench", run_id)
+    config = config.model_copy(update={
+        "kafka": config.kafka.model_copy(update={"topics": config.kafka.topics.model_copy(
+            update={"clicks": clicks, "alerts": alerts})}),
+        "storage": config.storage.model_copy(update={"root": root}),
+    })
+    ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
+    spark = spark_session(config)
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    query = fast_path.start(spark, config)
+    _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
+
+    end_offsets = consumer_for(config.kafka)
+    from kafka import TopicPartition
+
+    partitions = [TopicPartition(clicks, p) for p in sorted(end_offsets.partitions_for_topic(clicks) or [0])]
+
+    def lag() -> int:
+        latest = end_offsets.end_offsets(partitions)
+        last = query.lastProgress
+        done = (progress_dict(last)["sources"][0].get("endOffset") or {}) if last else {}
+        return sum(latest[tp] - int((done.get(clicks) or {}).get(str(tp.partition), 0)) for tp in partitions)
+
+    generator = subprocess.Popen(
+        [sys.executable, "-m", "shared.cli", "generate", "--rate", str(rate), "--seconds", str(seconds),
+         "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    started = time.monotonic()
+    batches: dict[int, dict[str, Any]] = {}
+    samples: list[dict[str, Any]] = []
+    next_sample = started
+
+    def collect() -> None:
+        for progress in query.recentProgress:
+            if progress["batchId"] not in batches:
+                batches[progress["batchId"]] = progress_dict(progress)
+
+    while generator.poll() is None:
+        collect()
+        if time.monotonic() >= next_sample:
+            latest = ProgressSummary.of(query.lastProgress)
+            samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
+                            "state_rows": latest.state_rows, "jvm_rss_mb": _rss_mb(jvm_pid)})
+            next_sample += sample_every_s
+        if query.exception():
+            raise RuntimeError(f"the fast path failed: {query.exception()}")
+        time.sleep(0.2)
+    generated = json.loads(generator.stdout.read())
+    drain_started = time.monotonic()
+    _wait(lambda: lag() == 0, drain_timeout_s, "the fast path to catch up", query)
+    caught_up_batch = query.lastProgress["batchId"]
+    _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
+    drain_s = time.monotonic() - drain_started
+    collect()
+    query.stop()
+    end_offsets.close()
+
+    data = [p for _, p in sorted(batches.items()) if p["numInputRows"] > 0]
+    durations = [p["durationMs"]["triggerExecution"] for p in data]
+    result: dict[str, Any] = {
+        "generator_rate": generated["achieved_rate"],
+        "input_rate": round(sum(p["numInputRows"] for p in data) / max(1e-9, sum(d / 1000 for d in durations)), 1)
+        if durations else 0.0,
+        "batches": len(data),
+        "batch_ms_p50": statistics.median(durations) if durations else None,
+        "batch_ms_max": max(durations) if durations else None,
+        "duration_ms_p50": {part: statistics.median(p["durationMs"].get(part, 0) for p in data)
+                            for part in _DURATION_PARTS} if data else {},
+        "drain_s": round(drain_s, 1),
+        "samples": samples,
+    }
+    if measure_latency:
+        result |= time_to_alert(spark, config)
+    if "://" not in root:
+        shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+def _wait(condition, timeout_s: float, what: str, query) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if query.exception():
+            raise RuntimeError(f"the fast path failed while waiting for {what}: {query.exception()}")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _rss_mb(pid: int) -> float | None:
+    try:
+        for line in open(f"/proc/{pid}/status"):
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return None
+
+
+# -- the commands (parent process) ------------------------------------------------------------
+
+
+def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
+           latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600) -> dict[str, Any]:
+    command = [sys.executable, "-m", "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
+               "--seconds", str(seconds), "--hot-pages", str(hot_pages), "--sample-every", str(sample_every_s),
+               "--drain-timeout", str(drain_timeout_s), *settings]
+    if latency:
+        command.append("--latency")
+    _progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s ...")
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        raise LakehouseError(f"the {profile} run failed (exit {done.returncode}); its stderr is above")
+    return json.loads(done.stdout)
+
+
+def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, profiles: list[str]) -> dict[str, Any]:
+    results = {}
+    for profile in profiles:
+        run = _child(profile, settings, rate, seconds, hot_pages, latency=True)
+        results[profile] = {key: run[key] for key in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts", "input_rate")} | {
+            "details": {key: value for key, value in run.items()
+                        if key not in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts", "input_rate", "samples")}
+        }
+        _progress(f"bench: {profile}: p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms, {run['alerts']} alerted windows")
+    ratios = {}
+    tuned = results.get("tuned", {}).get("p99_ms")
+    for profile, result in results.items():
+        if profile != "tuned" and tuned and result.get("p99_ms") is not None:
+            ratios[f"{profile}_p99_over_tuned"] = round(result["p99_ms"] / tuned, 2)
+    return {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "configs": results, "ratios": ratios}
+
+
+def throughput(settings: list[str], rates: list[float], seconds: float, hot_pages: int) -> dict[str, Any]:
+    """The highest offered rate whose Kafka lag does not grow over `seconds` (rates tried in order)."""
+    steps, best = [], None
+    for rate in rates:
+        run = _child("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
+        lags = [(s["t_s"], s["lag"]) for s in run["samples"] if s["t_s"] >= 10]
+        slope = _slope(lags)
+        offered = run["generator_rate"]
+        sustained = slope < 0.02 * offered and (lags[-1][1] if lags else 0) < 3 * offered
+        steps.append({"offered_rate": rate, "generator_rate": offered, "input_rate": run["input_rate"],
+                      "lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
+                      "batch_ms_p50": run["batch_ms_p50"], "sustained": sustained,
+                      "generator_bound": offered < 0.95 * rate})
+        _progress(f"bench: {rate:,.0f}/s offered ({offered:,.0f} achieved): lag growth {slope:,.0f}/s -> "
+                  f"{'sustained' if sustained else 'NOT sustained'}")
+        if not sustained:
+            break
+        best = offered
+    return {"seconds": seconds, "hot_pages": hot_pages, "max_sustained_rate": best, "steps": steps}
+
+
+def memory(settings: list[str], rate: float, seconds: float, hot_pages: int) -> dict[str, Any]:
+    run = _child("tuned", settings, rate, seconds, hot_pages, latency=False, sample_every_s=15)
+    samples = run["samples"]
+    half = [s for s in samples if s["t_s"] >= seconds / 2]
+    first_half = [s for s in samples if s["t_s"] < seconds / 2 and s["t_s"] >= 60]
+
+    def spread(key: str, rows: list) -> dict[str, Any]:
+        values = [r[key] for r in rows if r[key] is not None]
+        return {"min": min(values), "max": max(values)} if values else {}
+
+    return {
+        "rate": rate, "seconds": seconds, "input_rate": run["input_rate"], "batch_ms_p50": run["batch_ms_p50"],
+        "state_rows": {"after_1_min_first_half": spread("state_rows", first_half), "second_half": spread("state_rows", half)},
+        "jvm_rss_mb": {"after_1_min_first_half": spread("jvm_rss_mb", first_half), "second_half": spread("jvm_rss_mb", half)},
+        "samples": samples,
+    }
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x (0 for fewer than 3 points)."""
+    if len(points) < 3:
+        return 0.0
+    xs, ys = zip(*points)
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m operational.benchmarks",
+                                     description="One measured run of the fast path (used by `lakehouse bench`).")
+    parser.add_argument("command", choices=["run"])
+    parser.add_argument("--profile", choices=list(PROFILES), required=True)
+    parser.add_argument("--rate", type=float, required=True)
+    parser.add_argument("--seconds", type=float, required=True)
+    parser.add_argument("--hot-pages", type=int, required=True)
+    parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--sample-every", type=float, default=1.0)
+    parser.add_argument("--drain-timeout", type=float, default=600)
+    parser.add_argument("--config")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    args = parser.parse_args()
+    settings = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
+    config = load_config(args.config, [*args.overrides, *PROFILES[args.profile]])
+    result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
+                      args.sample_every, args.drain_timeout)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())

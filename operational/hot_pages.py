@@ -1,0 +1,69 @@
+"""The hot-pages stream: Kafka clicks -> alerts on Kafka, about a second after a window turns hot.
+
+  page-clicks -> parse (invalid records dropped, counted) -> de-duplicate by eventId within
+  `hot_pages.watermark` -> count per page and 5-second window -> keep windows over the threshold
+  -> alert records -> hot-pages
+
+Update output mode: a window's alert leaves in the micro-batch where its count crosses the
+threshold, and again, with the higher count, in each later batch that adds clicks to it (the
+Kafka sink is at-least-once; readers keep the highest count per alertId). The watermark closes
+windows and forgets their de-duplication keys, which keeps the state bounded.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
+
+from shared.alerts import to_alert_records
+from shared.config import Config, HotPagesConfig, spark_interval
+from shared.kafka import spark_options
+from shared.parsing import parse_clicks, valid_clicks
+from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
+
+QUERY_NAME = "hot_pages"
+
+
+def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig) -> DataFrame:
+    """Kafka click records -> alert records (key, value): the whole fast path, as one transform."""
+    return (
+        clicks.transform(parse_clicks)
+        .transform(valid_clicks)
+        .select("eventId", "pageId", "eventTime")
+        .transform(dedupe_clicks, hot.watermark)
+        .transform(count_clicks_per_window, hot.window)
+        .transform(hot_windows, hot.threshold)
+        .transform(to_alert_records, hot.threshold)
+    )
+
+
+def read_clicks(spark: SparkSession, config: Config) -> DataFrame:
+    """The clicks topic as a stream of Kafka records, with the source options from config."""
+    settings = config.operational
+    reader = (
+        spark.readStream.format("kafka")
+        .options(**spark_options(config.kafka))
+        .option("subscribe", config.kafka.topics.clicks)
+        .option("startingOffsets", settings.starting_offsets)
+        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
+    )
+    if settings.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
+    if settings.min_partitions:
+        reader = reader.option("minPartitions", settings.min_partitions)
+    return reader.load()
+
+
+def start(spark: SparkSession, config: Config) -> StreamingQuery:
+    """Start the query; it resumes from storage.root/_checkpoints/hot_pages when that exists."""
+    alerts = read_clicks(spark, config).transform(hot_page_alerts, config.hot_pages)
+    return (
+        alerts.writeStream.format("kafka")
+        .queryName(QUERY_NAME)
+        .options(**spark_options(config.kafka))
+        .option("topic", config.kafka.topics.alerts)
+        .option("checkpointLocation", config.checkpoint(QUERY_NAME))
+        .outputMode("update")
+        .trigger(processingTime=spark_interval(config.operational.trigger))
+        .start()
+    )

@@ -1,0 +1,79 @@
+"""Time-to-alert, as DESIGN.md defines it, computed from the two topics themselves.
+
+For each alerted window: from the Kafka append of the click that took the window over the
+threshold (the (threshold+1)-th distinct eventId of that page and window, in append order) to the
+Kafka append of the window's first alert. Both topics use message.timestamp.type=LogAppendTime,
+so both instants come from the broker's one clock.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from shared.alerts import alert_id
+from shared.config import Config
+from shared.parsing import parse_clicks, valid_clicks
+from shared.rule import assign_window
+from shared.topic_profile import read_topic
+
+_APPEND_ORDER = ["timestamp", "partition", "offset"]
+
+
+def crossing_clicks(clicks: DataFrame, config: Config) -> DataFrame:
+    """Per window that goes over the threshold: alertId and the append time of the crossing click."""
+    first_copy = Window.partitionBy("eventId").orderBy(*_APPEND_ORDER)
+    in_window = Window.partitionBy("pageId", "windowStart").orderBy(*_APPEND_ORDER)
+    return (
+        clicks.transform(parse_clicks)
+        .transform(valid_clicks)
+        .withColumn("copy", F.row_number().over(first_copy))
+        .where(F.col("copy") == 1)
+        .transform(assign_window, config.hot_pages.window)
+        .withColumn("rank", F.row_number().over(in_window))
+        .where(F.col("rank") == config.hot_pages.threshold + 1)
+        .select(alert_id(F.col("pageId"), F.col("windowStart")).alias("alertId"), "pageId", "windowStart",
+                F.col("timestamp").alias("crossedAt"))
+    )
+
+
+def first_alerts(alerts: DataFrame) -> DataFrame:
+    """Per alertId: the append time of its first record and the highest count it reached."""
+    return alerts.groupBy(F.col("key").cast("string").alias("alertId")).agg(
+        F.min("timestamp").alias("firstAlertAt"),
+        F.max(F.get_json_object(F.col("value").cast("string"), "$.clickCount").cast("long")).alias("maxCount"),
+    )
+
+
+def time_to_alert(spark: SparkSession, config: Config) -> dict[str, Any]:
+    """Latency percentiles over every alerted window, with what could not be matched."""
+    crossings = crossing_clicks(read_topic(spark, config, config.kafka.topics.clicks), config)
+    alerted = first_alerts(read_topic(spark, config, config.kafka.topics.alerts))
+    joined = crossings.join(alerted, "alertId", "full_outer").select(
+        "alertId",
+        ((F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt"))).alias("latencyMs"),
+        F.col("crossedAt").isNull().alias("alertWithoutCrossing"),
+        F.col("firstAlertAt").isNull().alias("crossingWithoutAlert"),
+    ).collect()
+    latencies = sorted(row.latencyMs for row in joined if row.latencyMs is not None)
+    return {
+        **percentiles(latencies),
+        "alerts": sum(1 for row in joined if not row.crossingWithoutAlert),
+        "windows_over_threshold": sum(1 for row in joined if not row.alertWithoutCrossing),
+        "missed_windows": sum(1 for row in joined if row.crossingWithoutAlert),
+        "alerts_without_crossing": sum(1 for row in joined if row.alertWithoutCrossing),
+    }
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """p50, p95, p99 (nearest rank) and max of `values` (sorted), in the unit given."""
+    if not values:
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None}
+
+    def rank(p: float) -> float:
+        return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
+
+    return {"p50_ms": rank(50), "p95_ms": rank(95), "p99_ms": rank(99), "max_ms": values[-1]}

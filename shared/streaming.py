@@ -1,0 +1,175 @@
+"""Running a streaming query as a command: until stopped, with a status line, restarts on failure.
+
+Both paths run their queries through `supervise`: SIGINT and SIGTERM stop the query cleanly (the
+command then exits 0), a failed query is restarted from its checkpoint as configured, and a query
+that fails for good becomes a LakehouseError with Spark's message, not a Java stack trace.
+The driver keeps no growing history: it reads only the query's bounded `recentProgress`.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from shared.errors import LakehouseError
+from shared.parsing import PARSE_METRICS
+
+
+def progress_dict(progress: Any) -> dict[str, Any]:
+    """A progress report as plain JSON data (PySpark's object stringifies nested offsets)."""
+    return json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    """What an operator looks at in one micro-batch's progress report."""
+
+    batch_id: int
+    input_rows: int
+    input_rate: float
+    processed_rate: float
+    duration_ms: int
+    lag: float | None  # records behind the latest offsets, averaged over partitions
+    state_rows: int
+    dropped_by_watermark: int
+    invalid: int
+    watermark: str | None
+
+    @classmethod
+    def of(cls, progress: Any) -> "ProgressSummary":
+        progress = progress_dict(progress)
+        source_metrics = [source.get("metrics") or {} for source in progress.get("sources", [])]
+        lags = [float(m["avgOffsetsBehindLatest"]) for m in source_metrics if m.get("avgOffsetsBehindLatest")]
+        operators = progress.get("stateOperators", [])
+        observed = (progress.get("observedMetrics") or {}).get(PARSE_METRICS) or {}
+        return cls(
+            batch_id=progress["batchId"],
+            input_rows=progress.get("numInputRows", 0),
+            input_rate=float(progress.get("inputRowsPerSecond") or 0.0),
+            processed_rate=float(progress.get("processedRowsPerSecond") or 0.0),
+            duration_ms=progress.get("durationMs", {}).get("triggerExecution", 0),
+            lag=sum(lags) if lags else (0.0 if source_metrics else None),
+            state_rows=sum(op.get("numRowsTotal", 0) for op in operators),
+            dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
+            invalid=int(observed.get("invalid", 0)),
+            watermark=(progress.get("eventTime") or {}).get("watermark"),
+        )
+
+
+class RunningTotals:
+    """Totals over the batches seen so far (each progress counted once, by batch id)."""
+
+    def __init__(self) -> None:
+        self.last_batch = -1
+        self.invalid = 0
+        self.dropped_by_watermark = 0
+        self.rows = 0
+
+    def add(self, progresses: list[dict[str, Any]]) -> ProgressSummary | None:
+        latest = None
+        for progress in progresses:
+            summary = ProgressSummary.of(progress)
+            if summary.batch_id <= self.last_batch:
+                continue
+            self.last_batch = summary.batch_id
+            self.invalid += summary.invalid
+            self.dropped_by_watermark += summary.dropped_by_watermark
+            self.rows += summary.input_rows
+            latest = summary
+        return latest
+
+
+def status_line(name: str, summary: ProgressSummary, totals: RunningTotals) -> str:
+    lag = "n/a" if summary.lag is None else f"{summary.lag:,.0f}"
+    return (
+        f"[{name}] batch {summary.batch_id}: in {summary.input_rate:,.0f}/s, processed "
+        f"{summary.processed_rate:,.0f}/s, last batch {summary.duration_ms} ms, lag {lag}, "
+        f"state rows {summary.state_rows:,}, late dropped {totals.dropped_by_watermark:,}, "
+        f"invalid {totals.invalid:,}"
+    )
+
+
+class StopRequest:
+    """SIGINT / SIGTERM set a flag instead of raising, so the query can be stopped cleanly."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "StopRequest":
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.event.set()
+
+    def __exit__(self, *exc: Any) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def supervise(
+    name: str,
+    start: Callable[[], Any],
+    *,
+    seconds: float | None,
+    status_interval_s: float,
+    max_restarts: int,
+    restart_backoff_s: float,
+    report: Callable[[str], None],
+) -> RunningTotals:
+    """Run the query `start()` returns until `seconds` pass, a signal arrives, or it fails for good."""
+    totals = RunningTotals()
+    restarts = 0
+    deadline = time.monotonic() + seconds if seconds else None
+    with StopRequest() as stop:
+        query = start()
+        report(f"[{name}] started (query id {query.id})")
+        next_status = time.monotonic() + status_interval_s
+        while True:
+            if stop.event.is_set() or (deadline and time.monotonic() >= deadline):
+                why = "stop requested" if stop.event.is_set() else f"{seconds:g} s elapsed"
+                report(f"[{name}] {why}: stopping")
+                query.stop()
+                totals.add(query.recentProgress)
+                return totals
+            finished = _await(query, timeout_s=0.5)
+            if finished:
+                error = query.exception()
+                if error is None:
+                    report(f"[{name}] stopped")
+                    return totals
+                message = _first_line(error)
+                if restarts >= max_restarts:
+                    raise LakehouseError(f"the {name} query failed: {message}")
+                restarts += 1
+                report(f"[{name}] failed ({message}); restart {restarts}/{max_restarts} "
+                       f"from its checkpoint in {restart_backoff_s:g} s")
+                if stop.event.wait(restart_backoff_s):
+                    continue
+                query = start()
+            if time.monotonic() >= next_status:
+                latest = totals.add(query.recentProgress)
+                if latest:
+                    report(status_line(name, latest, totals))
+                next_status = time.monotonic() + status_interval_s
+
+
+def _await(query: Any, timeout_s: float) -> bool:
+    """True once the query has terminated, whether it stopped or failed."""
+    try:
+        return bool(query.awaitTermination(timeout_s))
+    except Exception:  # a failed query raises here; its error is read from query.exception()
+        return True
+
+
+def _first_line(error: Any) -> str:
+    text = str(getattr(error, "desc", None) or error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
