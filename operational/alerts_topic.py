@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shared.config import KafkaConfig
+from shared.errors import LakehouseError
 from shared.kafka import consumer_for
 
 ALERT_FIELDS = ("alertId", "pageId", "windowStart", "windowEnd", "clickCount", "threshold", "emittedAt")
@@ -103,9 +104,7 @@ def read_alerts(kafka: KafkaConfig, topic: str, follow: bool = False, idle_timeo
     consumer = consumer_for(kafka, consumer_timeout_ms=int(idle_timeout_s * 1000))
     try:
         partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
-            from shared.errors import LakehouseError
-
+        if not partitions:
             raise LakehouseError(f"topic {topic} does not exist on {kafka.bootstrap_servers}: has the fast path run?")
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
         consumer.assign(assigned)

@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from shared.config import Config, load_config
+from shared.config import Config, load_config, with_overrides
 from shared.errors import LakehouseError
 
 #: The configurations compared, as overrides on top of the project's configuration ("tuned").
@@ -53,11 +53,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"
     root = config.path("bench", run_id)
-    config = config.model_copy(update={
-        "kafka": config.kafka.model_copy(update={"topics": config.kafka.topics.model_copy(
-            update={"clicks": clicks, "alerts": alerts})}),
-        "storage": config.storage.model_copy(update={"root": root}),
-    })
+    config = with_overrides(config, [f"kafka.topics.clicks={clicks}", f"kafka.topics.alerts={alerts}",
+                                     f"storage.root={root}"])
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
     spark = spark_session(config)
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
@@ -67,7 +64,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     end_offsets = consumer_for(config.kafka)
     from kafka import TopicPartition
 
-    partitions = [TopicPartition(clicks, p) for p in sorted(end_offsets.partitions_for_topic(clicks) or [0])]
+    partitions = [TopicPartition(clicks, p) for p in sorted(end_offsets.partitions_for_topic(clicks))]
 
     def lag() -> int:
         latest = end_offsets.end_offsets(partitions)

@@ -414,9 +414,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = commands.add_parser(
         "demo", parents=[common], help="the whole story so far, end to end, on the embedded default",
-        description="Start the embedded broker, send synthetic traffic with hot pages and bad records to a fresh "
-        "demo topic, read it back with Spark through the shared parsing and rule, and stop the broker.")
-    demo.add_argument("--seconds", type=_positive(float), default=15.0, help="seconds of traffic (default 15)")
+        description="Start the embedded broker, run the fast path on fresh demo topics while synthetic traffic "
+        "with hot pages arrives, show the alerts and their time-to-alert, and stop what it started.")
+    demo.add_argument("--seconds", type=_positive(float), default=30.0, help="seconds of traffic (default 30)")
     demo.add_argument("--rate", type=_positive(float), default=20_000.0, help="events per second (default 20000)")
     demo.set_defaults(handler=cmd_demo)
 

@@ -221,6 +221,18 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
     return _resolve_local_paths(config)
 
 
+def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
+    """`config` with `--set`-style overrides applied and validated again (e.g. a run's own topics)."""
+    raw = config.model_dump()
+    for item in overrides:
+        key, value = _parse_override(item)
+        _set_dotted(raw, key, value)
+    try:
+        return _resolve_local_paths(Config.model_validate(raw))
+    except ValidationError as error:
+        raise ConfigError(_describe(error)) from None
+
+
 def render(config: Config) -> str:
     """The effective configuration as YAML, secrets masked."""
     data = config.model_dump(mode="json")

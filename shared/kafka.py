@@ -170,7 +170,7 @@ def topic_offsets(kafka: KafkaConfig, topic: str) -> dict[int, tuple[int, int]]:
     consumer = consumer_for(kafka)
     try:
         partitions = consumer.partitions_for_topic(topic)
-        if partitions is None:
+        if not partitions:
             raise LakehouseError(f"topic {topic} does not exist on {kafka.bootstrap_servers}")
         assigned = [TopicPartition(topic, p) for p in sorted(partitions)]
         earliest = consumer.beginning_offsets(assigned)

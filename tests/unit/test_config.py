@@ -120,3 +120,18 @@ def test_security_is_rendered_for_both_clients(monkeypatch):
     assert 'password="pa\\"ss";' in spark_side["kafka.sasl.jaas.config"]
     assert "ScramLoginModule" in spark_side["kafka.sasl.jaas.config"]
     assert spark_side["kafka.ssl.truststore.location"] == python_side["ssl_cafile"] == "/etc/kafka/ca.pem"
+
+
+def test_with_overrides_revalidates_and_keeps_secrets(monkeypatch):
+    from shared.config import with_overrides
+
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "u")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "p")
+    config = load_config("conf/cluster.yaml")
+
+    changed = with_overrides(config, ["kafka.topics.clicks=run-1", "hot_pages.window=10s"])
+
+    assert changed.kafka.topics.clicks == "run-1" and changed.hot_pages.window == timedelta(seconds=10)
+    assert changed.kafka.security.sasl_password.get_secret_value() == "p"
+    with pytest.raises(ConfigError, match="hot_pages.threshold"):
+        with_overrides(config, ["hot_pages.threshold=-5"])
