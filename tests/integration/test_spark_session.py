@@ -23,3 +23,4 @@ def test_session_settings_come_from_config(spark, config):
     assert conf.get("spark.sql.streaming.stateStore.providerClass").endswith("RocksDBStateStoreProvider")
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
+    assert conf.get("spark.sql.streaming.checkpointFileManagerClass").endswith("FileSystemBasedCheckpointFileManager")
