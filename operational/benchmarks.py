@@ -61,13 +61,13 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     query = fast_path.start(spark, config)
     _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
 
-    end_offsets = consumer_for(config.kafka)
+    offsets = consumer_for(config.kafka)
     from kafka import TopicPartition
 
-    partitions = [TopicPartition(clicks, p) for p in sorted(end_offsets.partitions_for_topic(clicks))]
+    partitions = [TopicPartition(clicks, p) for p in sorted(offsets.partitions_for_topic(clicks))]
 
     def lag() -> int:
-        latest = end_offsets.end_offsets(partitions)
+        latest = offsets.end_offsets(partitions)
         last = query.lastProgress
         done = (progress_dict(last)["sources"][0].get("endOffset") or {}) if last else {}
         return sum(latest[tp] - int((done.get(clicks) or {}).get(str(tp.partition), 0)) for tp in partitions)
@@ -105,7 +105,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     drain_s = time.monotonic() - drain_started
     collect()
     query.stop()
-    end_offsets.close()
+    offsets.close()
 
     data = [p for _, p in sorted(batches.items()) if p["numInputRows"] > 0]
     durations = [p["durationMs"]["triggerExecution"] for p in data]

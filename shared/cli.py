@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
@@ -190,18 +191,19 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
-    from operational.alerts_topic import read_alerts
+    from operational.alerts_topic import latest_alerts, read_alerts
 
     topic = config.kafka.topics.alerts
-    book = None
-    for book, changed in read_alerts(config.kafka, topic, follow=args.follow):
-        if args.follow and changed is not None:
-            print(json.dumps(changed.as_dict()) if args.format == "json" else
-                  f"{changed.window_start}  {changed.page_id}  {changed.click_count}", flush=True)
-    if args.follow or book is None:
-        if book is None:
-            _stderr(f"no alerts on {topic}")
+    if args.follow:  # until Ctrl-C, which is how following ends: exit 0
+        try:
+            for _, changed in read_alerts(config.kafka, topic, follow=True):
+                if changed is not None:
+                    print(json.dumps(changed.as_dict()) if args.format == "json" else
+                          f"{changed.window_start}  {changed.page_id}  {changed.click_count}", flush=True)
+        except KeyboardInterrupt:
+            pass
         return 0
+    book = latest_alerts(config.kafka, topic)
     alerts = [alert.as_dict() for alert in book.sorted()]
     if args.format == "json":
         print(json.dumps(alerts, indent=2))
@@ -437,6 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         _stderr("interrupted")
         return 130
+    except BrokenPipeError:  # the reader went away (`lakehouse alerts --follow | head`): not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".")[0] in {"pyspark", "delta", "kafka", "great_expectations", "yaml", "pydantic"}:
             _stderr(f"error: the Python package {error.name} is not installed here: run `make setup` "
