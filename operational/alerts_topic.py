@@ -8,15 +8,16 @@ counted and kept aside with its offset, never a crash.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from shared.config import KafkaConfig
 from shared.errors import LakehouseError
+from shared.schema import ALERT_SCHEMA
 from shared.kafka import consumer_for
 
-ALERT_FIELDS = ("alertId", "pageId", "windowStart", "windowEnd", "clickCount", "threshold", "emittedAt")
+ALERT_FIELDS = tuple(ALERT_SCHEMA.fieldNames())
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,3 @@ def latest_alerts(kafka: KafkaConfig, topic: str) -> AlertBook:
         pass  # read_alerts fills one book; the loop only drains it
     return book
 
-
-def alert_rows(alerts: Iterable[Alert]) -> list[dict[str, Any]]:
-    return [alert.as_dict() for alert in alerts]

@@ -27,7 +27,7 @@ def to_alert_records(hot: DataFrame, threshold: int) -> DataFrame:
     emittedAt is the micro-batch's time in a stream (current_timestamp is fixed per batch).
     """
     value = F.struct(
-        alert_id(F.col("pageId"), F.col("windowStart")).alias("alertId"),
+        F.col("alertId"),
         F.col("pageId"),
         F.col("windowStart"),
         F.col("windowEnd"),
@@ -35,8 +35,6 @@ def to_alert_records(hot: DataFrame, threshold: int) -> DataFrame:
         F.lit(threshold).cast("long").alias("threshold"),
         F.current_timestamp().alias("emittedAt"),
     )
-    return hot.select(
-        alert_id(F.col("pageId"), F.col("windowStart")).alias("key"),
-        F.to_json(value, _JSON_OPTIONS).alias("value"),
+    return hot.withColumn("alertId", alert_id(F.col("pageId"), F.col("windowStart"))).select(
+        F.col("alertId").alias("key"), F.to_json(value, _JSON_OPTIONS).alias("value")
     )
-

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.schema import EVENT_TIME_PATTERN, MAX_PAGE_ID_LENGTH, InvalidReason
+from shared.schema import EVENT_SCHEMA, EVENT_TIME_PATTERN, MAX_PAGE_ID_LENGTH, InvalidReason
 
-EVENT_COLUMNS = ["eventId", "pageId", "eventTime", "userId"]
+EVENT_COLUMNS = EVENT_SCHEMA.fieldNames()
 #: Default name of the observed metrics `parse_clicks` adds: records read, invalid records.
 PARSE_METRICS = "parsed_clicks"
 

@@ -11,16 +11,6 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 MAX_PAGE_ID_LENGTH = 256
 
-#: The event fields as they arrive: all JSON strings. Unknown extra fields are ignored.
-EVENT_JSON_SCHEMA = StructType(
-    [
-        StructField("eventId", StringType()),
-        StructField("pageId", StringType()),
-        StructField("eventTime", StringType()),
-        StructField("userId", StringType()),
-    ]
-)
-
 #: A valid event, typed. eventTime is an instant (TIMESTAMP, shown in the session's UTC).
 EVENT_SCHEMA = StructType(
     [
@@ -49,10 +39,6 @@ class InvalidReason(str, Enum):
     PAGE_ID_TOO_LONG = "page_id_too_long"  # more than MAX_PAGE_ID_LENGTH characters
     MISSING_EVENT_TIME = "missing_event_time"
     BAD_EVENT_TIME = "bad_event_time"  # empty, not ISO-8601 with a zone, or not a real instant
-
-    @classmethod
-    def values(cls) -> list[str]:
-        return [reason.value for reason in cls]
 
 
 #: Timestamps in alerts: ISO-8601 UTC with milliseconds, '2026-11-22T10:00:05.000Z'.

@@ -89,3 +89,12 @@ def test_split_keeps_kafka_columns_and_loses_no_record(spark):
         (2, "null_value", None),
     ]
     assert "eventId" not in invalid.columns and "invalidReason" not in valid.columns
+
+
+def test_the_json_is_parsed_once_per_record_even_under_the_validity_filter(spark):
+    records = spark.createDataFrame([(GOOD,)], "value binary")
+
+    plan = records.transform(parse_clicks).transform(valid_clicks)._jdf.queryExecution().optimizedPlan().toString()
+
+    # Pushed beneath the parse, the filter would re-parse for every field it reads (10 times).
+    assert plan.count("parseJson") == 1
