@@ -80,16 +80,24 @@ def _unreachable(kafka: KafkaConfig, error: Exception | str) -> LakehouseError:
     )
 
 
+def _connection_error(server: str, timeout_s: float) -> str | None:
+    """None when `server` (host:port) accepts a TCP connection, else why not."""
+    host, port = server.rsplit(":", 1)
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return None
+    except OSError as error:
+        return error.strerror or type(error).__name__
+
+
 def require_reachable(kafka: KafkaConfig, timeout_s: float = 3.0) -> None:
     """Fail fast when no bootstrap server accepts a connection (kafka-python would wait ~30 s)."""
     errors = []
     for server in kafka.bootstrap_servers.split(","):
-        host, port = server.rsplit(":", 1)
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout_s):
-                return
-        except OSError as error:
-            errors.append(error.strerror or type(error).__name__)
+        error = _connection_error(server, timeout_s)
+        if error is None:
+            return
+        errors.append(error)
     raise _unreachable(kafka, ", ".join(sorted(set(errors))))
 
 
@@ -101,11 +109,7 @@ def broker_answers(bootstrap: str, timeout_s: float) -> bool:
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    host, port = bootstrap.rsplit(":", 1)
-    try:
-        with socket.create_connection((host, int(port)), timeout=timeout_s):
-            pass
-    except OSError:
+    if _connection_error(bootstrap, timeout_s) is not None:
         return False
     admin = None
     try:
