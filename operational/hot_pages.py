@@ -17,7 +17,7 @@ from pyspark.sql.streaming import StreamingQuery
 
 from shared.alerts import to_alert_records
 from shared.config import Config, HotPagesConfig, spark_interval
-from shared.kafka import spark_options
+from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
 
@@ -37,26 +37,10 @@ def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig) -> DataFrame:
     )
 
 
-def read_clicks(spark: SparkSession, config: Config) -> DataFrame:
-    """The clicks topic as a stream of Kafka records, with the source options from config."""
-    settings = config.operational
-    reader = (
-        spark.readStream.format("kafka")
-        .options(**spark_options(config.kafka))
-        .option("subscribe", config.kafka.topics.clicks)
-        .option("startingOffsets", settings.starting_offsets)
-        .option("failOnDataLoss", str(settings.fail_on_data_loss).lower())
-    )
-    if settings.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", settings.max_offsets_per_trigger)
-    if settings.min_partitions:
-        reader = reader.option("minPartitions", settings.min_partitions)
-    return reader.load()
-
-
 def start(spark: SparkSession, config: Config) -> StreamingQuery:
     """Start the query; it resumes from storage.root/_checkpoints/hot_pages when that exists."""
-    alerts = read_clicks(spark, config).transform(hot_page_alerts, config.hot_pages)
+    clicks = read_clicks_stream(spark, config.kafka, config.operational)
+    alerts = clicks.transform(hot_page_alerts, config.hot_pages)
     return (
         alerts.writeStream.format("kafka")
         .queryName(QUERY_NAME)

@@ -177,16 +177,16 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
             f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
             f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
     totals = supervise(
-        hot_pages.QUERY_NAME,
-        lambda: hot_pages.start(spark, config),
+        {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)},
         seconds=args.seconds,
         status_interval_s=settings.status_interval_s,
         max_restarts=settings.max_restarts,
         restart_backoff_s=settings.restart_backoff_s,
         report=_stderr,
     )
-    _stderr(f"[{hot_pages.QUERY_NAME}] processed {totals.rows:,} records in this run: {totals.invalid:,} invalid, "
-            f"{totals.dropped_by_watermark:,} dropped as too late")
+    done = totals[hot_pages.QUERY_NAME]
+    _stderr(f"[{hot_pages.QUERY_NAME}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
+            f"{done.dropped_by_watermark:,} dropped as too late")
     return 0
 
 
@@ -211,6 +211,73 @@ def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
         print(_table(alerts, ["windowStart", "pageId", "clickCount", "threshold", "alertId"]))
     _stderr(f"{len(alerts)} alerted windows from {book.records} records on {topic}"
             + (f"; {len(book.invalid)} records are not valid alerts" if book.invalid else ""))
+    return 0
+
+
+# -- analytical -----------------------------------------------------------------------------
+
+
+def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
+    from analytical import pipeline
+    from shared.kafka import ensure_topics
+    from shared.spark import spark_session
+
+    ensure_topics(config.kafka, [config.kafka.topics.clicks])
+    spark = spark_session(config)
+    _stderr(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
+    if not args.available_now:
+        pipeline.run_continuously(spark, config, args.seconds, _stderr)
+        return 0
+    runs = pipeline.backfill(spark, config, _stderr)
+    rows = [run.as_dict() for run in runs]
+    if args.format == "json":
+        print(json.dumps(rows, indent=2))
+    else:
+        print(_table(rows, ["layer", "query", "rows", "seconds", "batches", "invalid", "dropped_by_watermark"]))
+    return 0
+
+
+def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
+    from analytical import pipeline
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    _stderr(f"rebuilding silver and gold from bronze under {config.storage.root}")
+    rows = [run.as_dict() for run in pipeline.rebuild(spark, config, _stderr)]
+    print(_table(rows, ["layer", "query", "rows", "seconds", "batches"]))
+    return 0
+
+
+def cmd_query(config: Config, args: argparse.Namespace) -> int:
+    from analytical import trends
+    from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S, as_of=args.as_of)
+    windows = trends.in_range(windows, args.start, args.end)
+    if args.question == "top-pages":
+        result = trends.top_pages(windows, args.limit)
+    elif args.question == "trend":
+        result = trends.page_trend(windows, args.page, args.bucket)
+    else:
+        result = trends.hot_windows(windows)
+    rows = trends.as_records(result)
+    files = trends.files_read(result)
+    version = f" as of {args.as_of}" if args.as_of else ""
+    _stderr(f"{len(rows)} rows from {GOLD_PAGE_CLICKS_5S}{version}"
+            + (f"; {files} data files read" if files is not None else ""))
+    _print_rows(rows, [field.name for field in result.schema.fields], args.format)
+    return 0
+
+
+def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
+    from analytical.maintenance import maintain
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    rows = maintain(spark, config, _stderr, vacuum=not args.no_vacuum)
+    _print_rows(rows, ["table", "zOrderBy", "filesBefore", "filesAfter"], args.format)
     return 0
 
 
@@ -239,6 +306,13 @@ def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
 
     rates = [float(rate) for rate in args.rates.split(",")]
     print(json.dumps(throughput(_passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
+    return 0
+
+
+def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
+    from analytical.benchmarks import backfill_benchmark
+
+    print(json.dumps(backfill_benchmark(_passthrough(args), args.events, args.history, args.span), indent=2))
     return 0
 
 
@@ -274,6 +348,19 @@ def _table(rows: list[dict], columns: list[str]) -> str:
     lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
     lines += ["  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns) for row in rows]
     return "\n".join(lines)
+
+
+def _print_rows(rows: list[dict], columns: list[str], output: str) -> None:
+    if output == "json":
+        print(json.dumps(rows, indent=2))
+    elif output == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        print(_table(rows, columns))
 
 
 def _fraction(text: str) -> float:
@@ -386,8 +473,55 @@ def build_parser() -> argparse.ArgumentParser:
     alerts.add_argument("--format", choices=["table", "json"], default="table")
     alerts.set_defaults(handler=cmd_alerts)
 
+    analytical = commands.add_parser(
+        "analytical", parents=[common], help="the medallion streams: Kafka -> bronze -> silver -> gold",
+        description="Run the bronze, silver and gold streams continuously (triggers from analytical.triggers) "
+        "until stopped or for --seconds; or, with --available-now, run each layer in order over all there is "
+        "(a backfill), print the rows and time per layer, and exit. A second backfill adds nothing.")
+    analytical.add_argument("--available-now", action="store_true", help="backfill: process what is there, then exit")
+    analytical.add_argument("--seconds", type=_positive(float), help="continuous: stop after this long")
+    analytical.add_argument("--format", choices=["table", "json"], default="table", help="backfill summary format")
+    analytical.set_defaults(handler=cmd_analytical)
+
+    commands.add_parser(
+        "rebuild", parents=[common], help="recompute silver and gold from bronze, from scratch",
+        description="Rebuild silver/clicks, silver/quarantine and both gold tables from bronze/clicks with fresh "
+        "checkpoints, in a staging folder, then publish each table in one commit: readers never see a half-built "
+        "table. Stop the analytical streams first; if a rebuild is interrupted, run it again.",
+    ).set_defaults(handler=cmd_rebuild)
+
+    query = commands.add_parser(
+        "query", parents=[common], help="historical trend questions on gold, with time travel",
+        description="Answer a question from gold/page_clicks_5s. Times are ISO-8601 (UTC unless a zone is given); "
+        "a window belongs to [--from, --to) by its start.")
+    questions = query.add_subparsers(dest="question", metavar="QUESTION", required=True)
+    query_options = argparse.ArgumentParser(add_help=False)
+    query_options.add_argument("--from", dest="start", type=_instant, help="first window start included")
+    query_options.add_argument("--to", dest="end", type=_instant, help="window starts before this")
+    query_options.add_argument("--as-of", metavar="VERSION|TIMESTAMP",
+                               help="read gold as it was at this Delta version or timestamp (time travel)")
+    query_options.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    top = questions.add_parser("top-pages", parents=[common, query_options], help="pages with the most clicks",
+                               description="The pages with the most clicks in the range, with hot windows and peak.")
+    top.add_argument("--limit", type=_positive(int), default=10)
+    trend = questions.add_parser("trend", parents=[common, query_options], help="one page's clicks per hour or day",
+                                 description="One page's clicks, hot windows and peak window per hour or day (UTC).")
+    trend.add_argument("--page", required=True, help="the pageId")
+    trend.add_argument("--bucket", choices=["hour", "day"], default="hour")
+    questions.add_parser("hot-windows", parents=[common, query_options], help="windows over the threshold",
+                         description="Every hot window (more clicks than the threshold) in the range, oldest first.")
+    query.set_defaults(handler=cmd_query)
+
+    maintain = commands.add_parser(
+        "maintain", parents=[common], help="OPTIMIZE (Z-order) and VACUUM the Delta tables",
+        description="Compact every medallion table, Z-order those whose readers filter on a column, then VACUUM "
+        "files older than analytical.vacuum_retention.")
+    maintain.add_argument("--no-vacuum", action="store_true", help="only OPTIMIZE")
+    maintain.add_argument("--format", choices=["table", "json"], default="table")
+    maintain.set_defaults(handler=cmd_maintain)
+
     bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
-                                description="Benchmarks of the fast path. Each run uses fresh topics and checkpoints.")
+                                description="Benchmarks. Each run uses fresh topics, tables and checkpoints.")
     bench_commands = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
     bench_latency = bench_commands.add_parser(
         "latency", parents=[common], help="time-to-alert under several configurations, same load",
@@ -413,6 +547,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench_memory.add_argument("--seconds", type=_positive(float), default=600.0)
     bench_memory.add_argument("--hot-pages", type=int, default=3)
     bench_memory.set_defaults(handler=cmd_bench_memory)
+    bench_backfill = bench_commands.add_parser(
+        "backfill", parents=[common], help="medallion backfill: events/s and growth with history",
+        description="Backfill N events from bronze to gold with AvailableNow (events per second), then time an "
+        "incremental backfill of the same N new events on top of 1x and of --history x N events of history "
+        "(the ratio shows whether a backfill slows down as the tables grow). Reports peak memory.")
+    bench_backfill.add_argument("--events", type=_positive(int), default=200_000, help="N (default 200000)")
+    bench_backfill.add_argument("--history", type=_positive(int), default=10, help="the larger history, in N (default 10)")
+    bench_backfill.add_argument("--span", type=_positive(float), default=3600.0,
+                                help="seconds of event time each block of N events covers (default 3600)")
+    bench_backfill.set_defaults(handler=cmd_bench_backfill)
 
     demo = commands.add_parser(
         "demo", parents=[common], help="the whole story so far, end to end, on the embedded default",

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -71,7 +72,14 @@ def spark_interval(duration: timedelta) -> str:
     return f"{millis} milliseconds"
 
 
+def _longer_than_zero(duration: timedelta) -> timedelta:
+    if duration <= timedelta(0):
+        raise ValueError("must be longer than 0")
+    return duration
+
+
 Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer(spark_interval, when_used="json")]
+PositiveDuration = Annotated[Duration, AfterValidator(_longer_than_zero)]
 
 
 class _Section(BaseModel):
@@ -153,30 +161,43 @@ class SparkConfig(_Section):
 
 
 class HotPagesConfig(_Section):
-    window: Duration
+    window: PositiveDuration
     watermark: Duration
     threshold: int = Field(ge=0)
 
-    @model_validator(mode="after")
-    def _positive_window(self) -> "HotPagesConfig":
-        if self.window <= timedelta(0):
-            raise ValueError("window must be longer than 0")
-        return self
 
+class _Supervised(_Section):
+    """How `lakehouse` runs a path's queries (shared.streaming.supervise)."""
 
-class OperationalConfig(_Section):
-    trigger: Duration
-    starting_offsets: Literal["latest", "earliest"]
-    max_offsets_per_trigger: int | None = Field(gt=0)
-    min_partitions: int | None = Field(gt=0)
-    fail_on_data_loss: bool
     status_interval_s: float = Field(gt=0)
     max_restarts: int = Field(ge=0)
     restart_backoff_s: float = Field(ge=0)
 
 
-class AnalyticalConfig(_Section):
-    watermark: Duration
+class KafkaSourceSettings(_Supervised):
+    """How a path reads the clicks topic."""
+
+    starting_offsets: Literal["latest", "earliest"]
+    max_offsets_per_trigger: int | None = Field(gt=0)
+    min_partitions: int | None = Field(gt=0)
+    fail_on_data_loss: bool
+
+
+class OperationalConfig(KafkaSourceSettings):
+    trigger: Duration
+
+
+class AnalyticalTriggers(_Section):
+    bronze: Duration
+    silver: Duration
+    gold: Duration
+
+
+class AnalyticalConfig(KafkaSourceSettings):
+    watermark: PositiveDuration
+    triggers: AnalyticalTriggers
+    max_files_per_trigger: int = Field(gt=0)
+    vacuum_retention: Duration
 
 
 class BrokerConfig(_Section):

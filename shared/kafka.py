@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any, Iterator, Literal
 
-from shared.config import KafkaConfig
+from shared.config import KafkaConfig, KafkaSourceSettings
 from shared.errors import LakehouseError
 
 TimestampType = Literal["CreateTime", "LogAppendTime"]
@@ -66,6 +66,23 @@ def spark_options(kafka: KafkaConfig) -> dict[str, str]:
             "kafka.ssl.truststore.location": str(security.ssl_cafile),
         }
     return options
+
+
+def read_clicks_stream(spark: Any, kafka: KafkaConfig, source: KafkaSourceSettings, *, headers: bool = False) -> Any:
+    """The clicks topic as a streaming DataFrame of Kafka records, with a path's source settings."""
+    reader = (
+        spark.readStream.format("kafka")
+        .options(**spark_options(kafka))
+        .option("subscribe", kafka.topics.clicks)
+        .option("includeHeaders", str(headers).lower())
+        .option("startingOffsets", source.starting_offsets)
+        .option("failOnDataLoss", str(source.fail_on_data_loss).lower())
+    )
+    if source.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", source.max_offsets_per_trigger)
+    if source.min_partitions:
+        reader = reader.option("minPartitions", source.min_partitions)
+    return reader.load()
 
 
 def _jaas_quote(text: str) -> str:

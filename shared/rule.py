@@ -10,6 +10,7 @@ Each function is a pure DataFrame -> DataFrame transform that works the same on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
 from pyspark.sql import Column, DataFrame
@@ -25,16 +26,20 @@ def with_event_time_watermark(events: DataFrame, watermark: timedelta) -> DataFr
     return events.withWatermark("eventTime", spark_interval(watermark))
 
 
-def dedupe_clicks(events: DataFrame, watermark: timedelta) -> DataFrame:
+def dedupe_clicks(events: DataFrame, watermark: timedelta, first_by: Sequence[str] = ()) -> DataFrame:
     """Keep the first event of each eventId, remembering ids for `watermark` of event time.
 
     A duplicate that arrives after its first copy left the horizon is not recognised: the
-    operational path accepts that (its horizon is short), gold does not (its horizon is long).
-    A static frame has no horizon (Spark refuses the watermark variant there): every duplicate goes.
+    operational path accepts that (its horizon is short). A static frame has no horizon (Spark
+    refuses the watermark variant there): every duplicate goes, and `first_by` names the columns
+    whose smallest values mark the copy to keep (any copy when empty).
     """
-    if not events.isStreaming:
+    if events.isStreaming:
+        return with_event_time_watermark(events, watermark).dropDuplicatesWithinWatermark(["eventId"])
+    if not first_by:
         return events.dropDuplicates(["eventId"])
-    return with_event_time_watermark(events, watermark).dropDuplicatesWithinWatermark(["eventId"])
+    first = F.min_by(F.struct(*events.columns), F.struct(*first_by))
+    return events.groupBy("eventId").agg(first.alias("_first")).select("_first.*")
 
 
 def _tumbling_window(window: timedelta) -> Column:
@@ -47,22 +52,31 @@ def assign_window(events: DataFrame, window: timedelta) -> DataFrame:
     return events.withColumn("windowStart", bounds.start).withColumn("windowEnd", bounds.end)
 
 
-def count_clicks_per_window(events: DataFrame, window: timedelta) -> DataFrame:
-    """pageId, windowStart, windowEnd, clickCount per page and tumbling window with clicks.
+def counts_per_window(events: DataFrame, window: timedelta) -> DataFrame:
+    """window (Spark's start/end struct), pageId, clickCount per page and tumbling window with clicks.
 
     Counts rows: feed it de-duplicated events (`dedupe_clicks`) to count distinct eventIds.
-    Grouped on the window struct itself: that is what lets a stream's watermark close windows.
+    Grouped on the window struct itself: that is what lets a stream's watermark close windows, and
+    what a second, chained window aggregation (gold's hourly roll-up) groups on in turn.
     """
-    return (
-        events.groupBy(_tumbling_window(window).alias("window"), "pageId")
-        .agg(F.count(F.lit(1)).alias("clickCount"))
-        .select(
-            "pageId",
-            F.col("window.start").alias("windowStart"),
-            F.col("window.end").alias("windowEnd"),
-            "clickCount",
-        )
+    return events.groupBy(_tumbling_window(window).alias("window"), "pageId").agg(
+        F.count(F.lit(1)).alias("clickCount")
     )
+
+
+def with_window_bounds(windows: DataFrame) -> DataFrame:
+    """The window struct as windowStart and windowEnd columns, in WINDOW_COLUMNS order."""
+    return windows.select(
+        "pageId",
+        F.col("window.start").alias("windowStart"),
+        F.col("window.end").alias("windowEnd"),
+        "clickCount",
+    )
+
+
+def count_clicks_per_window(events: DataFrame, window: timedelta) -> DataFrame:
+    """pageId, windowStart, windowEnd, clickCount per page and tumbling window with clicks."""
+    return events.transform(counts_per_window, window).transform(with_window_bounds)
 
 
 def is_hot(threshold: int) -> Column:

@@ -1,8 +1,9 @@
 """Running a streaming query as a command: until stopped, with a status line, restarts on failure.
 
-Both paths run their queries through `supervise`: SIGINT and SIGTERM stop the query cleanly (the
+Both paths run their queries through `supervise`: SIGINT and SIGTERM stop the queries cleanly (the
 command then exits 0), a failed query is restarted from its checkpoint as configured, and a query
-that fails for good becomes a LakehouseError with Spark's message, not a Java stack trace.
+that fails for good stops the others and becomes a LakehouseError with Spark's message, not a Java
+stack trace.
 The driver keeps no growing history: it reads only the query's bounded `recentProgress`.
 """
 
@@ -12,7 +13,7 @@ import json
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,18 +70,20 @@ class RunningTotals:
         self.invalid = 0
         self.dropped_by_watermark = 0
         self.rows = 0
+        self.latest: ProgressSummary | None = None
 
-    def add(self, progresses: list[dict[str, Any]]) -> ProgressSummary | None:
+    def add(self, progresses: list[Any]) -> ProgressSummary | None:
+        """Count the progresses not seen yet; the newest of them, or None when none is new."""
         latest = None
         for progress in progresses:
-            summary = ProgressSummary.of(progress)
-            if summary.batch_id <= self.last_batch:
+            if progress["batchId"] <= self.last_batch:
                 continue
+            summary = ProgressSummary.of(progress)
             self.last_batch = summary.batch_id
             self.invalid += summary.invalid
             self.dropped_by_watermark += summary.dropped_by_watermark
             self.rows += summary.input_rows
-            latest = summary
+            latest = self.latest = summary
         return latest
 
 
@@ -115,58 +118,68 @@ class StopRequest:
 
 
 def supervise(
-    name: str,
-    start: Callable[[], Any],
+    starters: Mapping[str, Callable[[], Any]],
     *,
     seconds: float | None,
     status_interval_s: float,
     max_restarts: int,
     restart_backoff_s: float,
     report: Callable[[str], None],
-) -> RunningTotals:
-    """Run the query `start()` returns until `seconds` pass, a signal arrives, or it fails for good."""
-    totals = RunningTotals()
-    restarts = 0
+) -> dict[str, RunningTotals]:
+    """Run the queries `starters` start (name -> start function) side by side.
+
+    Returns when every query has finished (an AvailableNow backfill), `seconds` pass, or a signal
+    arrives; the queries still running are then stopped. A failed query is restarted from its
+    checkpoint after `restart_backoff_s`, up to `max_restarts` times; after that the others are
+    stopped cleanly and a LakehouseError carries the failed query's message.
+    """
+    totals = {name: RunningTotals() for name in starters}
+    restarts = dict.fromkeys(starters, 0)
+    running: dict[str, Any] = {}
+    restart_at: dict[str, float] = {}
     deadline = time.monotonic() + seconds if seconds else None
     with StopRequest() as stop:
-        query = start()
-        report(f"[{name}] started (query id {query.id})")
-        next_status = time.monotonic() + status_interval_s
-        while True:
-            if stop.event.is_set() or (deadline and time.monotonic() >= deadline):
-                why = "stop requested" if stop.event.is_set() else f"{seconds:g} s elapsed"
-                report(f"[{name}] {why}: stopping")
+        try:
+            for name, start in starters.items():
+                running[name] = start()
+                report(f"[{name}] started (query id {running[name].id})")
+            next_status = time.monotonic() + status_interval_s
+            while running or restart_at:
+                if stop.event.is_set() or (deadline and time.monotonic() >= deadline):
+                    why = "stop requested" if stop.event.is_set() else f"{seconds:g} s elapsed"
+                    report(f"[{', '.join(running)}] {why}: stopping")
+                    break
+                for name, query in list(running.items()):
+                    totals[name].add(query.recentProgress)
+                    if query.isActive:
+                        continue
+                    del running[name]
+                    error = query.exception()
+                    if error is None:
+                        report(f"[{name}] finished")
+                        continue
+                    message = _first_line(error)
+                    if restarts[name] >= max_restarts:
+                        raise LakehouseError(f"the {name} query failed: {message}")
+                    restarts[name] += 1
+                    report(f"[{name}] failed ({message}); restart {restarts[name]}/{max_restarts} "
+                           f"from its checkpoint in {restart_backoff_s:g} s")
+                    restart_at[name] = time.monotonic() + restart_backoff_s
+                for name, when in list(restart_at.items()):
+                    if time.monotonic() >= when:
+                        del restart_at[name]
+                        running[name] = starters[name]()
+                if time.monotonic() >= next_status:
+                    for name in running:
+                        if totals[name].latest is not None:
+                            report(status_line(name, totals[name].latest, totals[name]))
+                    next_status = time.monotonic() + status_interval_s
+                stop.event.wait(0.25)
+        finally:
+            for name, query in running.items():
                 query.stop()
-                totals.add(query.recentProgress)
-                return totals
-            finished = _await(query, timeout_s=0.5)
-            if finished:
-                error = query.exception()
-                if error is None:
-                    report(f"[{name}] stopped")
-                    return totals
-                message = _first_line(error)
-                if restarts >= max_restarts:
-                    raise LakehouseError(f"the {name} query failed: {message}")
-                restarts += 1
-                report(f"[{name}] failed ({message}); restart {restarts}/{max_restarts} "
-                       f"from its checkpoint in {restart_backoff_s:g} s")
-                if stop.event.wait(restart_backoff_s):
-                    continue
-                query = start()
-            if time.monotonic() >= next_status:
-                latest = totals.add(query.recentProgress)
-                if latest:
-                    report(status_line(name, latest, totals))
-                next_status = time.monotonic() + status_interval_s
-
-
-def _await(query: Any, timeout_s: float) -> bool:
-    """True once the query has terminated, whether it stopped or failed."""
-    try:
-        return bool(query.awaitTermination(timeout_s))
-    except Exception:  # a failed query raises here; its error is read from query.exception()
-        return True
+                totals[name].add(query.recentProgress)
+    return totals
 
 
 def _first_line(error: Any) -> str:

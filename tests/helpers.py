@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -23,3 +24,19 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None
             return
         time.sleep(0.1)
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+
+
+def click(event_id: str, page: str, time: str, day: str = "2026-11-22", **extra: str) -> bytes:
+    """A valid click event's Kafka value at `day`T`time`Z (extra fields are added as given)."""
+    return json.dumps({"eventId": event_id, "pageId": page, "eventTime": f"{day}T{time}Z", **extra}).encode()
+
+
+def send(config, *values: bytes | None, key: bytes = b"k") -> None:
+    """Produce `values` to the config's clicks topic, in order, and wait until all are acknowledged."""
+    from shared.kafka import producer_for
+
+    producer = producer_for(config.kafka)
+    for value in values:
+        producer.send(config.kafka.topics.clicks, key=key, value=value)
+    producer.flush()
+    producer.close()

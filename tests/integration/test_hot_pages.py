@@ -13,9 +13,10 @@ import pytest
 
 from operational import hot_pages
 from operational.alerts_topic import latest_alerts
-from shared.kafka import consumer_for, ensure_topics, producer_for
+from shared.kafka import consumer_for, ensure_topics
 from shared.streaming import progress_dict
 from tests.conftest import make_config
+from tests.helpers import click, send
 
 pytestmark = pytest.mark.integration
 
@@ -42,18 +43,6 @@ def run_fast_path(spark, fast_config):
     yield start
     for query in started:
         query.stop()
-
-
-def click(event_id: str, page: str, time: str) -> bytes:
-    return json.dumps({"eventId": event_id, "pageId": page, "eventTime": f"2026-11-22T{time}Z"}).encode()
-
-
-def send(config, *values: bytes | None, key: bytes = b"k") -> None:
-    producer = producer_for(config.kafka)
-    for value in values:
-        producer.send(config.kafka.topics.clicks, key=key, value=value)
-    producer.flush()
-    producer.close()
 
 
 def alerts(config) -> dict:

@@ -53,7 +53,7 @@ def test_relative_paths_are_taken_from_the_project_root(tmp_path):
         ("hot_pages.threshold=lots", ["hot_pages.threshold", "lots"]),
         ("hot_pages.threshold=-1", ["hot_pages.threshold", "greater than or equal to 0"]),
         ("hot_pages.window=5 parsecs", ["hot_pages.window", "5 parsecs"]),
-        ("hot_pages.window=0s", ["hot_pages", "window must be longer than 0"]),
+        ("hot_pages.window=0s", ["hot_pages.window", "must be longer than 0"]),
         ("analytical.watermark=soon", ["analytical.watermark"]),
         ("kafka.bootstrap_servers=localhost", ["kafka.bootstrap_servers"]),
         ("kafka.topics.clicks=", ["kafka.topics.clicks"]),

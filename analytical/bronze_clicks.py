@@ -1,0 +1,57 @@
+"""`bronze/clicks`: every Kafka record of the clicks topic exactly as it came, append-only.
+
+The raw key and value bytes are kept (not decoded), so a non-UTF-8 or otherwise malformed payload
+survives, and so does any field a newer producer adds: bronze is what silver and gold are rebuilt
+from. Kafka's coordinates (topic, partition, offset), its timestamp and headers come along, and
+the time the record was ingested.
+
+Partitioned by `ingestDate`, the UTC day the record landed: every micro-batch writes into one
+partition (event time would scatter late events into old partitions and cannot be read from an
+invalid record at all), and retention or a re-ingest of a day works on whole partitions. Silver
+streams the table in commit order and never needs to prune it.
+
+Exactly once: the Kafka offsets and the Delta commit of each micro-batch are tied together by the
+checkpoint (the Delta sink records the batch id in its transaction log and skips a replay).
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+
+from analytical.tables import BRONZE_CLICKS, create_if_missing, table_path
+from shared.config import Config
+from shared.kafka import read_clicks_stream
+
+QUERY_NAME = "bronze_clicks"
+PARTITION_COLUMNS = ("ingestDate",)
+STATS_COLUMNS = ("partition", "offset", "kafkaTimestamp", "ingestTime")
+
+
+def to_bronze(records: DataFrame) -> DataFrame:
+    """Kafka source rows -> bronze rows: raw bytes, coordinates, Kafka timestamp, ingest time."""
+    return records.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.col("timestamp").alias("kafkaTimestamp"),
+        F.col("timestampType").alias("kafkaTimestampType"),
+        "headers",
+        F.current_timestamp().alias("ingestTime"),
+    ).withColumn("ingestDate", F.to_date("ingestTime"))
+
+
+def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
+    """Kafka -> bronze/clicks under `target_root` (`source_root` is unused: bronze reads Kafka)."""
+    records = read_clicks_stream(spark, config.kafka, config.analytical, headers=True).transform(to_bronze)
+    path = table_path(target_root, BRONZE_CLICKS)
+    create_if_missing(spark, path, records.schema, PARTITION_COLUMNS, STATS_COLUMNS)
+    return (
+        records.writeStream.format("delta")
+        .outputMode("append")
+        .partitionBy(*PARTITION_COLUMNS)
+        .option("path", path)
+    )

@@ -1,0 +1,54 @@
+"""`gold/page_clicks_5s`: clicks per page and 5-second window, with isHot; the source of truth.
+
+  silver/clicks (Delta stream) -> watermark `analytical.watermark` -> shared rule: count per page
+  and window, mark hot -> MERGE into the table
+
+Update output mode: every micro-batch emits the windows it changed with their full counts, so
+when a backfill ends every window up to the newest event is in the table (none is held back for
+the watermark), and an event that arrives late, but within the watermark, raises its window's
+count in the next batch. The MERGE writes absolute counts, which makes a replayed batch harmless.
+Events later than the watermark are dropped from gold (the stream's numRowsDroppedByWatermark
+counts them); silver still holds them.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import DataStreamWriter
+
+from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, Prune, create_if_missing, table_path, upsert
+from shared.config import Config, HotPagesConfig
+from shared.rule import count_clicks_per_window, mark_hot, with_event_time_watermark
+
+QUERY_NAME = "gold_page_clicks_5s"
+KEYS = ("pageId", "windowStart")
+
+
+def page_clicks_5s(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
+    """De-duplicated events -> pageId, windowStart, windowEnd, clickCount, isHot."""
+    return events.transform(count_clicks_per_window, hot.window).transform(mark_hot, hot.threshold)
+
+
+def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFrame:
+    """silver/clicks as a stream of (eventId, pageId, eventTime) under the analytical watermark."""
+    return (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
+        .load(table_path(source_root, SILVER_CLICKS))
+        .select("eventId", "pageId", "eventTime")
+        .transform(with_event_time_watermark, config.analytical.watermark)
+    )
+
+
+def write_batch(batch: DataFrame, batch_id: int, *, path: str) -> None:
+    upsert(batch, path, KEYS, Prune("windowStart", "windowStart"))
+
+
+def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
+    """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
+    windows = read_silver(spark, config, source_root).transform(page_clicks_5s, config.hot_pages)
+    path = table_path(target_root, GOLD_PAGE_CLICKS_5S)
+    create_if_missing(spark, path, windows.schema)
+    return windows.writeStream.outputMode("update").foreachBatch(partial(write_batch, path=path))

@@ -1,0 +1,168 @@
+"""The medallion as a whole: its streams in order, run continuously, as a backfill, or rebuilt.
+
+  Kafka -> bronze_clicks -> bronze/clicks -> silver_clicks -> silver/clicks + silver/quarantine
+        -> gold_page_clicks_5s     -> gold/page_clicks_5s
+        -> gold_page_clicks_hourly -> gold/page_clicks_hourly
+
+Each stream is a name (its query name and checkpoint folder), a layer (which trigger it runs
+on) and a writer: a DataStreamWriter from a source root to a target root. The roots are
+`storage.root` for the live tables; a rebuild points the target at a staging root first.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pyspark.sql import SparkSession
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+
+from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
+from analytical.tables import (
+    BRONZE_CLICKS,
+    GOLD_PAGE_CLICKS_5S,
+    GOLD_PAGE_CLICKS_HOURLY,
+    SILVER_CLICKS,
+    SILVER_QUARANTINE,
+    checkpoint_path,
+    delete_path,
+    is_delta_table,
+    move_path,
+    table_path,
+)
+from shared.config import Config, spark_interval
+from shared.errors import LakehouseError
+from shared.streaming import supervise
+
+Report = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Stream:
+    name: str
+    layer: Literal["bronze", "silver", "gold"]
+    writes: tuple[str, ...]
+    writer: Callable[[SparkSession, Config, str, str], DataStreamWriter]
+
+
+BRONZE = Stream(bronze_clicks.QUERY_NAME, "bronze", (BRONZE_CLICKS,), bronze_clicks.writer)
+SILVER = Stream(silver_clicks.QUERY_NAME, "silver", (SILVER_CLICKS, SILVER_QUARANTINE), silver_clicks.writer)
+GOLD_5S = Stream(gold_page_clicks_5s.QUERY_NAME, "gold", (GOLD_PAGE_CLICKS_5S,), gold_page_clicks_5s.writer)
+GOLD_HOURLY = Stream(gold_page_clicks_hourly.QUERY_NAME, "gold", (GOLD_PAGE_CLICKS_HOURLY,),
+                     gold_page_clicks_hourly.writer)
+#: In dependency order: each stream reads what an earlier one writes.
+STREAMS = (BRONZE, SILVER, GOLD_5S, GOLD_HOURLY)
+
+
+@dataclass(frozen=True)
+class LayerRun:
+    """What one stream did in a backfill."""
+
+    name: str
+    layer: str
+    rows: int
+    seconds: float
+    batches: int
+    dropped_by_watermark: int
+    invalid: int
+
+    def as_dict(self) -> dict:
+        return {"query": self.name, "layer": self.layer, "rows": self.rows, "seconds": round(self.seconds, 3),
+                "batches": self.batches, "dropped_by_watermark": self.dropped_by_watermark,
+                "invalid": self.invalid}
+
+
+def start(spark: SparkSession, config: Config, stream: Stream, *, available_now: bool,
+          source_root: str | None = None, target_root: str | None = None) -> StreamingQuery:
+    """Start one stream; it resumes from its checkpoint under the target root when there is one."""
+    source_root = source_root or config.storage.root
+    target_root = target_root or config.storage.root
+    writer = (
+        stream.writer(spark, config, source_root, target_root)
+        .queryName(stream.name)
+        .option("checkpointLocation", checkpoint_path(target_root, stream.name))
+    )
+    if available_now:
+        return writer.trigger(availableNow=True).start()
+    interval = getattr(config.analytical.triggers, stream.layer)
+    return writer.trigger(processingTime=spark_interval(interval)).start()
+
+
+def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report) -> None:
+    """All streams side by side on their layer's trigger, until stopped or `seconds` pass."""
+    settings = config.analytical
+    supervise(
+        {stream.name: _starter(spark, config, stream, available_now=False) for stream in STREAMS},
+        seconds=seconds,
+        status_interval_s=settings.status_interval_s,
+        max_restarts=settings.max_restarts,
+        restart_backoff_s=settings.restart_backoff_s,
+        report=report,
+    )
+
+
+def backfill(spark: SparkSession, config: Config, report: Report, streams: Sequence[Stream] = STREAMS,
+             source_root: str | None = None, target_root: str | None = None) -> list[LayerRun]:
+    """Each stream in turn with Trigger.AvailableNow: everything there is now, then stop."""
+    settings = config.analytical
+    runs = []
+    for stream in streams:
+        started = time.monotonic()
+        totals = supervise(
+            {stream.name: _starter(spark, config, stream, available_now=True,
+                                   source_root=source_root, target_root=target_root)},
+            seconds=None,
+            status_interval_s=settings.status_interval_s,
+            max_restarts=settings.max_restarts,
+            restart_backoff_s=settings.restart_backoff_s,
+            report=report,
+        )[stream.name]
+        run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
+                       totals.last_batch + 1 if totals.latest else 0, totals.dropped_by_watermark, totals.invalid)
+        report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
+        runs.append(run)
+    return runs
+
+
+def rebuild(spark: SparkSession, config: Config, report: Report) -> list[LayerRun]:
+    """Recompute silver and gold from bronze, from scratch, with fresh checkpoints.
+
+    Everything is built under a staging root, `storage.root/_rebuild`, and published table by
+    table with one overwrite commit each: a reader of a live table sees the old version or the
+    rebuilt one, never a half-built one. Silver is published before gold is built, because gold's
+    new checkpoints must follow the live silver table (a Delta stream is tied to one table).
+    The streams must not run meanwhile; if a rebuild is interrupted, run it again.
+    """
+    live = config.storage.root
+    staging = config.path("_rebuild")
+    bronze = table_path(live, BRONZE_CLICKS)
+    if not is_delta_table(spark, bronze):
+        raise LakehouseError(f"there is no bronze table at {bronze}: run `lakehouse analytical --available-now` first")
+    delete_path(spark, staging)
+    runs = backfill(spark, config, report, [SILVER], source_root=live, target_root=staging)
+    _publish(spark, [SILVER], staging, live, report)
+    for stream in (GOLD_5S, GOLD_HOURLY):  # they followed the silver table just replaced
+        delete_path(spark, checkpoint_path(live, stream.name))
+    runs += backfill(spark, config, report, [GOLD_5S, GOLD_HOURLY], source_root=live, target_root=staging)
+    _publish(spark, [GOLD_5S, GOLD_HOURLY], staging, live, report)
+    delete_path(spark, staging)
+    return runs
+
+
+def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live: str, report: Report) -> None:
+    """Replace each live table by its staged build in one commit, and the stream's checkpoint."""
+    for stream in streams:
+        for table in stream.writes:
+            (
+                spark.read.format("delta").load(table_path(staging, table))
+                .write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+                .save(table_path(live, table))
+            )
+            report(f"[rebuild] published {table}")
+        move_path(spark, checkpoint_path(staging, stream.name), checkpoint_path(live, stream.name))
+
+
+def _starter(spark: SparkSession, config: Config, stream: Stream, **options) -> Callable[[], StreamingQuery]:
+    return lambda: start(spark, config, stream, **options)

@@ -1,0 +1,102 @@
+"""`silver/clicks` and `silver/quarantine`: bronze parsed once, split into clean events and the rest.
+
+  bronze/clicks (Delta stream) -> shared parsing -> valid:   de-duplicated by eventId -> silver/clicks
+                                                 -> invalid: raw bytes + reason       -> silver/quarantine
+
+`silver/clicks` holds each valid event once, typed, with the Kafka coordinates and timestamp of
+its first copy (the earliest by Kafka timestamp, partition and offset). Two records are the same event when they share an
+eventId and their event times lie within `analytical.watermark` of each other: a retry re-sends
+the same event, so its copies carry the same eventTime however far apart they arrive, and the
+horizon is event time, not arrival. Within one micro-batch the shared rule's batch de-duplication
+keeps one row per eventId outright, so only two different events that reuse an eventId more than
+the watermark apart can come out differently depending on how bronze was split into batches.
+
+`silver/quarantine` holds every record the parsing rejects, with its raw key and value and the
+InvalidReason: nothing that reached Kafka is dropped on the way to silver.
+
+Both are written with insert-only MERGEs (analytical.tables.insert_new): a replayed micro-batch
+finds its rows already there and adds nothing.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from functools import partial
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+
+from analytical.tables import (
+    BRONZE_CLICKS,
+    SILVER_CLICKS,
+    SILVER_QUARANTINE,
+    Prune,
+    create_if_missing,
+    insert_new,
+    table_path,
+)
+from shared.config import Config, spark_interval
+from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
+from shared.rule import dedupe_clicks
+
+QUERY_NAME = "silver_clicks"
+KAFKA_COORDINATES = ["topic", "partition", "offset", "kafkaTimestamp", "ingestTime"]
+#: Of the copies of an event in one micro-batch, silver keeps the one Kafka took first.
+FIRST_COPY = ("kafkaTimestamp", "partition", "offset")
+
+
+def silver_clicks(parsed: DataFrame) -> DataFrame:
+    """The valid events of parsed bronze rows, typed, with their Kafka coordinates."""
+    return parsed.transform(valid_clicks).select(*EVENT_COLUMNS, *KAFKA_COORDINATES)
+
+
+def quarantined(parsed: DataFrame) -> DataFrame:
+    """The invalid records of parsed bronze rows: raw key and value, reason, Kafka coordinates."""
+    return parsed.transform(invalid_clicks).select(
+        "key", "value", F.col("invalidReason").alias("reason"), *KAFKA_COORDINATES
+    )
+
+
+def same_event(watermark: timedelta) -> str:
+    """MERGE condition: the same eventId, event times within the watermark of each other."""
+    margin = f"INTERVAL {spark_interval(watermark)}"
+    return (
+        "t.eventId = s.eventId AND "
+        f"t.eventTime BETWEEN s.eventTime - {margin} AND s.eventTime + {margin}"
+    )
+
+
+SAME_RECORD = "t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset"
+
+
+def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine_path: str,
+                watermark: timedelta) -> None:
+    """One micro-batch of parsed bronze rows into both tables; safe to replay."""
+    batch.persist()
+    try:
+        events = batch.transform(silver_clicks).transform(dedupe_clicks, watermark, FIRST_COPY)
+        horizon = spark_interval(watermark)
+        insert_new(events, clicks_path, same_event(watermark), Prune("eventTime", "eventTime", horizon))
+        insert_new(batch.transform(quarantined), quarantine_path, SAME_RECORD, Prune("offset", "offset"))
+    finally:
+        batch.unpersist()
+
+
+def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
+    """bronze/clicks under `source_root` -> silver/clicks and silver/quarantine under `target_root`."""
+    bronze = (
+        spark.readStream.format("delta")
+        .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
+        .load(table_path(source_root, BRONZE_CLICKS))
+    )
+    parsed = bronze.transform(parse_clicks)
+    clicks_path = table_path(target_root, SILVER_CLICKS)
+    quarantine_path = table_path(target_root, SILVER_QUARANTINE)
+    create_if_missing(spark, clicks_path, parsed.transform(silver_clicks).schema,
+                      stats_columns=("eventTime", "pageId", "kafkaTimestamp"))
+    create_if_missing(spark, quarantine_path, parsed.transform(quarantined).schema,
+                      stats_columns=("offset", "kafkaTimestamp", "ingestTime"))
+    sink = partial(write_batch, clicks_path=clicks_path, quarantine_path=quarantine_path,
+                   watermark=config.analytical.watermark)
+    return parsed.writeStream.foreachBatch(sink)

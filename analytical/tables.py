@@ -1,0 +1,164 @@
+"""The medallion's Delta tables: where they are, and the two ways its layers write them.
+
+Table names are DESIGN.md's paths under a storage root (`bronze/clicks`, ...). A root is usually
+`storage.root`; a rebuild builds the same tables under a staging root first (analytical.pipeline).
+
+Silver and gold are written by MERGE from `foreachBatch`, never by blind appends, so that a
+micro-batch replayed after a failure cannot add a row twice:
+  - `insert_new`: insert-only MERGE (silver clicks and quarantine): rows that already exist match;
+  - `upsert`: MERGE that sets absolute values (gold): writing the same batch twice changes nothing.
+Each MERGE carries a literal range on the target (`prune`), so Delta reads only the files whose
+min/max statistics overlap the batch instead of the whole table: the time of a micro-batch does not
+grow with history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import TimestampType
+
+from shared.errors import LakehouseError
+
+BRONZE_CLICKS = "bronze/clicks"
+SILVER_CLICKS = "silver/clicks"
+SILVER_QUARANTINE = "silver/quarantine"
+GOLD_PAGE_CLICKS_5S = "gold/page_clicks_5s"
+GOLD_PAGE_CLICKS_HOURLY = "gold/page_clicks_hourly"
+ALL_TABLES = (BRONZE_CLICKS, SILVER_CLICKS, SILVER_QUARANTINE, GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)
+
+#: Which command fills each table, for the message when one is missing.
+_FILLED_BY = "lakehouse analytical --available-now"
+
+
+def table_path(root: str, table: str) -> str:
+    return f"{root.rstrip('/')}/{table}"
+
+
+def checkpoint_path(root: str, query_name: str) -> str:
+    return f"{root.rstrip('/')}/_checkpoints/{query_name}"
+
+
+def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
+                      stats_columns: tuple[str, ...] = ()) -> None:
+    """Create an empty Delta table at `path` with `schema` unless one is there (a MERGE needs a target).
+
+    `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
+    MERGEs filter on. By default it keeps them for the first 32 columns, and computing them for
+    id strings nobody ranges over costs as much as writing the Parquet itself (measured).
+    """
+    from delta.tables import DeltaTable
+
+    builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
+    if partition_by:
+        builder = builder.partitionedBy(*partition_by)
+    if stats_columns:
+        builder = builder.property("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+    builder.execute()
+
+
+def read_table(spark: SparkSession, root: str, table: str, as_of: str | None = None) -> DataFrame:
+    """A table as a batch DataFrame, at a version or timestamp (`as_of`) when given.
+
+    A missing table is a LakehouseError that says which backfill fills it.
+    """
+    path = table_path(root, table)
+    if not is_delta_table(spark, path):
+        raise LakehouseError(f"there is no Delta table {table} at {path}: run `{_FILLED_BY}` to build it")
+    reader = spark.read.format("delta")
+    if as_of is not None:
+        option = "versionAsOf" if as_of.isdigit() else "timestampAsOf"
+        reader = reader.option(option, as_of)
+    return reader.load(path)
+
+
+def is_delta_table(spark: SparkSession, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    return DeltaTable.isDeltaTable(spark, path)
+
+
+def delete_path(spark: SparkSession, path: str) -> None:
+    """Delete a folder (a checkpoint, a staging root) on whatever file system the root is on."""
+    file_system, hadoop_path = _hadoop_path(spark, path)
+    file_system.delete(hadoop_path, True)
+
+
+def move_path(spark: SparkSession, source: str, target: str) -> None:
+    """Move a folder to `target`, replacing what is there."""
+    file_system, source_path = _hadoop_path(spark, source)
+    _, target_path = _hadoop_path(spark, target)
+    file_system.delete(target_path, True)
+    file_system.mkdirs(target_path.getParent())
+    if not file_system.rename(source_path, target_path):
+        raise LakehouseError(f"could not move {source} to {target}")
+
+
+def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
+    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path(path)
+    return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
+
+
+@dataclass(frozen=True)
+class Prune:
+    """A target column and the batch column whose [min - margin, max + margin] bounds it."""
+
+    target_column: str
+    batch_column: str
+    margin: str | None = None  # a Spark interval, e.g. '10 minutes'
+
+    def condition(self, batch: DataFrame) -> str | None:
+        """The literal range as SQL on the target (alias t), or None when the batch is empty."""
+        value = F.col(self.batch_column)
+        is_time = isinstance(batch.schema[self.batch_column].dataType, TimestampType)
+        low, high = batch.agg(*(_as_text(bound(value), is_time) for bound in (F.min, F.max))).first()
+        if low is None:
+            return None
+        column = f"t.`{self.target_column}`"
+        lower, upper = (f"TIMESTAMP'{low}'", f"TIMESTAMP'{high}'") if is_time else (str(low), str(high))
+        if self.margin:
+            lower, upper = f"{lower} - INTERVAL {self.margin}", f"{upper} + INTERVAL {self.margin}"
+        return f"{column} BETWEEN {lower} AND {upper}"
+
+
+def insert_new(batch: DataFrame, path: str, match: str, prune: Prune) -> None:
+    """Insert the rows of `batch` that `match` (SQL on s = batch, t = table) finds no row for."""
+    from delta.tables import DeltaTable
+
+    bounds = prune.condition(batch)
+    if bounds is None:
+        return  # an empty batch: no commit
+    (
+        DeltaTable.forPath(batch.sparkSession, path)
+        .alias("t")
+        .merge(batch.alias("s"), f"({match}) AND {bounds}")
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> None:
+    """Write `batch` (one row per key) over the table: matching rows take its values, others are added."""
+    from delta.tables import DeltaTable
+
+    bounds = prune.condition(batch)
+    if bounds is None:
+        return
+    match = " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
+    (
+        DeltaTable.forPath(batch.sparkSession, path)
+        .alias("t")
+        .merge(batch.alias("s"), f"{match} AND {bounds}")
+        .whenMatchedUpdateAll()
+        .whenNotMatchedInsertAll()
+        .execute()
+    )
+
+
+def _as_text(bound: Column, is_time: bool) -> Column:
+    """A min/max as literal text: timestamps formatted in the session time zone, which is also how
+    the TIMESTAMP'...' literal is read back (a Python datetime would shift by the OS time zone)."""
+    return F.date_format(bound, "yyyy-MM-dd HH:mm:ss.SSSSSS") if is_time else bound

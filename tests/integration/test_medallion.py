@@ -1,0 +1,200 @@
+"""The medallion on the real broker and real Delta tables: crafted records in, tables checked.
+
+Threshold 3 here (a window of 4 distinct clicks is hot); the analytical watermark is the default
+10 minutes. Every backfill is the real `pipeline.backfill` (Trigger.AvailableNow, layer by layer).
+Expected values are written out by hand from the crafted records, or recomputed from silver with
+plain Spark SQL that does not go through the code under test.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from analytical import pipeline
+from analytical.tables import (
+    BRONZE_CLICKS,
+    GOLD_PAGE_CLICKS_5S,
+    GOLD_PAGE_CLICKS_HOURLY,
+    SILVER_CLICKS,
+    SILVER_QUARANTINE,
+    read_table,
+)
+from shared.kafka import ensure_topics
+from tests.conftest import make_config
+from tests.helpers import click, send
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def lake(config, config_overrides):
+    settings = make_config(*config_overrides, "hot_pages.threshold=3")
+    ensure_topics(settings.kafka, [settings.kafka.topics.clicks])
+    return settings
+
+
+def backfill(spark, config) -> dict[str, int]:
+    """Run the backfill; rows processed per query."""
+    return {run.name: run.rows for run in pipeline.backfill(spark, config, report=lambda line: None)}
+
+
+def table(spark, config, name: str):
+    return read_table(spark, config.storage.root, name)
+
+
+def gold_counts(spark, config) -> dict[tuple[str, str], int]:
+    rows = table(spark, config, GOLD_PAGE_CLICKS_5S).select(
+        "pageId", F.date_format("windowStart", "HH:mm:ss").alias("start"), "clickCount").collect()
+    return {(row.pageId, row.start): row.clickCount for row in rows}
+
+
+def versions(spark, config) -> dict[str, int]:
+    from delta.tables import DeltaTable
+
+    return {name: DeltaTable.forPath(spark, f"{config.storage.root}/{name}").history(1).first()["version"]
+            for name in (BRONZE_CLICKS, SILVER_CLICKS, SILVER_QUARANTINE, GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)}
+
+
+MALFORMED = {
+    b"not json at all": "not_json",
+    b"[1, 2]": "not_object",
+    b'{"pageId": "/a", "eventTime": "2026-11-22T10:00:01Z"}': "missing_event_id",
+    b'{"eventId": "m4", "pageId": "", "eventTime": "2026-11-22T10:00:01Z"}': "empty_page_id",
+    b'{"eventId": "m5", "pageId": "/a", "eventTime": "yesterday"}': "bad_event_time",
+    b"\xff\xfe\x00{": "not_utf8",
+}
+
+
+def test_bronze_keeps_every_record_and_silver_splits_them_into_events_and_quarantine(spark, lake):
+    valid = [click("e1", "/a", "10:00:01.000"), click("e2", "/a", "10:00:02.000"),
+             click("e3", "/b", "10:00:03.000", campaign="winter")]  # a field the schema does not know
+    duplicate = click("e1", "/a", "10:00:01.000")
+    produced = [*valid, *MALFORMED, duplicate, None]
+    send(lake, *produced)
+
+    rows = backfill(spark, lake)
+
+    assert rows["bronze_clicks"] == len(produced)
+    bronze = table(spark, lake, BRONZE_CLICKS).orderBy("partition", "offset").collect()
+    assert [row.value for row in bronze] == [bytes(v) if v is not None else None for v in produced]
+    assert {row.key for row in bronze} == {b"k"}
+    assert all(row.topic == lake.kafka.topics.clicks and row.kafkaTimestamp and row.ingestTime for row in bronze)
+    assert json.loads(bronze[2].value)["campaign"] == "winter"  # the new field survives in bronze
+
+    silver = table(spark, lake, SILVER_CLICKS)
+    assert sorted((r.eventId, r.pageId) for r in silver.collect()) == [("e1", "/a"), ("e2", "/a"), ("e3", "/b")]
+    first_copy = silver.where("eventId = 'e1'").first()
+    assert first_copy.offset == 0 and first_copy.topic == lake.kafka.topics.clicks
+
+    quarantine = {(bytes(row.value) if row.value is not None else None): row.reason
+                  for row in table(spark, lake, SILVER_QUARANTINE).collect()}
+    assert quarantine == {**MALFORMED, None: "null_value"}
+
+
+def test_gold_5s_equals_a_plain_recount_of_silver_and_marks_hot_windows(spark, lake):
+    send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)),  # 5 clicks: hot
+         *(click(f"b{n}", "/b", f"10:00:0{n}.500") for n in range(3)),  # 3: not hot
+         click("a0", "/a", "10:00:00.000"),  # a duplicate
+         click("c1", "/c", "10:00:07.000"))
+    backfill(spark, lake)
+
+    gold = table(spark, lake, GOLD_PAGE_CLICKS_5S)
+    silver = table(spark, lake, SILVER_CLICKS)
+    recount = (
+        silver.groupBy("pageId", (F.floor(F.unix_millis("eventTime") / 5000) * 5000).alias("startMs"))
+        .agg(F.countDistinct("eventId").alias("clickCount"))
+        .select("pageId", F.timestamp_millis("startMs").alias("windowStart"),
+                F.timestamp_millis(F.col("startMs") + 5000).alias("windowEnd"),
+                F.col("clickCount"), (F.col("clickCount") > 3).alias("isHot"))
+    )
+    assert_df_equality(gold, recount, ignore_row_order=True, ignore_nullable=True)
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 5, ("/b", "10:00:00"): 3, ("/c", "10:00:05"): 1}
+    assert [r.pageId for r in gold.where("isHot").collect()] == ["/a"]
+
+
+def test_a_late_event_within_the_watermark_corrects_gold_and_a_later_one_stays_in_silver(spark, lake):
+    send(lake, click("x1", "/x", "10:00:01.000"), click("y1", "/y", "10:20:00.000"))
+    backfill(spark, lake)
+    assert gold_counts(spark, lake)[("/x", "10:00:00")] == 1
+
+    # Event time has reached 10:20, so the watermark is 10:10: 10:15 is late but within it,
+    # 10:00 is beyond it.
+    send(lake, click("y0", "/y", "10:15:02.000"), click("x2", "/x", "10:00:02.000"))
+    rows = backfill(spark, lake)
+
+    counts = gold_counts(spark, lake)
+    assert counts[("/y", "10:15:00")] == 1
+    assert counts[("/x", "10:00:00")] == 1  # x2 is too late for gold
+    assert table(spark, lake, SILVER_CLICKS).where("eventId = 'x2'").count() == 1
+    assert rows["silver_clicks"] == 2
+
+
+def test_a_backfill_after_downtime_takes_everything_and_a_second_one_adds_nothing(spark, lake):
+    send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)))
+    backfill(spark, lake)
+    send(lake, *(click(f"b{n}", "/a", f"10:00:0{n}.500") for n in range(3)), b"garbage")  # while "down"
+
+    rows = backfill(spark, lake)
+    assert rows == {"bronze_clicks": 4, "silver_clicks": 4, "gold_page_clicks_5s": 3, "gold_page_clicks_hourly": 3}
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 7}
+    before = versions(spark, lake)
+
+    again = backfill(spark, lake)
+    assert again == dict.fromkeys(again, 0)
+    assert versions(spark, lake) == before
+
+
+def test_closed_hours_sum_their_5_second_windows(spark, lake):
+    send(lake,
+         *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)),  # hot window
+         *(click(f"b{n}", "/a", f"10:30:00.{n}00") for n in range(2)),
+         *(click(f"c{n}", "/b", f"10:59:59.{n}00") for n in range(3)),
+         click("d1", "/a", "11:20:00.000"))  # moves the watermark to 11:10: hour 10 closes, hour 11 does not
+    backfill(spark, lake)
+
+    hourly = {(r.pageId, r.hourStart.hour): r for r in table(spark, lake, GOLD_PAGE_CLICKS_HOURLY).collect()}
+    assert set(hourly) == {("/a", 10), ("/b", 10)}
+    assert (hourly[("/a", 10)].clickCount, hourly[("/a", 10)].hotWindows, hourly[("/a", 10)].peakWindowClicks) == (7, 1, 5)
+    assert (hourly[("/b", 10)].clickCount, hourly[("/b", 10)].hotWindows, hourly[("/b", 10)].peakWindowClicks) == (3, 0, 3)
+
+    summed = (
+        table(spark, lake, GOLD_PAGE_CLICKS_5S).where("windowStart < '2026-11-22 11:00:00'")
+        .groupBy("pageId", F.date_trunc("hour", "windowStart").alias("hourStart"))
+        .agg(F.sum("clickCount").alias("clickCount"), F.sum(F.col("isHot").cast("long")).alias("hotWindows"),
+             F.max("clickCount").alias("peakWindowClicks"))
+    )
+    hours = table(spark, lake, GOLD_PAGE_CLICKS_HOURLY).select(*summed.columns)
+    assert_df_equality(hours, summed, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built(spark, lake):
+    send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)), click("z", "/z", "10:00:09.000"))
+    backfill(spark, lake)
+    send(lake, *(click(f"b{n}", "/b", f"10:20:0{n}.000") for n in range(2)), click("a0", "/a", "10:00:00.000"),
+         click("late", "/a", "10:15:01.000"), click("h", "/b", "11:31:00.000"), b"{}")
+    backfill(spark, lake)
+    built = {name: table(spark, lake, name).toPandas() for name in (GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)}
+    gold_version = versions(spark, lake)[GOLD_PAGE_CLICKS_5S]
+
+    pipeline.rebuild(spark, lake, report=lambda line: None)
+
+    for name, before in built.items():
+        assert_df_equality(table(spark, lake, name), spark.createDataFrame(before),
+                           ignore_row_order=True, ignore_nullable=True)
+    from delta.tables import DeltaTable
+
+    publish = DeltaTable.forPath(spark, f"{lake.storage.root}/{GOLD_PAGE_CLICKS_5S}").history(1).first()
+    assert publish["version"] == gold_version + 1  # one commit: readers see the old gold or the new
+    assert publish["operationParameters"]["mode"] == "Overwrite"
+
+    # The rebuilt checkpoints carry on: new data goes through every layer once.
+    send(lake, click("a9", "/a", "10:00:04.900"), click("n", "/n", "11:31:01.000"))
+    rows = backfill(spark, lake)
+    assert rows["bronze_clicks"] == 2 and rows["silver_clicks"] == 2
+    counts = gold_counts(spark, lake)
+    assert counts[("/a", "10:00:00")] == 5  # a9 is past the watermark (11:21): silver only
+    assert counts[("/n", "11:31:00")] == 1
