@@ -42,6 +42,7 @@ Z_ORDER: dict[str, tuple[str, ...]] = {
 #: Delta refuses a VACUUM retention under this unless its safety check is turned off.
 DELTA_MIN_RETENTION_HOURS = 168
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
+_RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 
 
 def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
@@ -65,7 +66,7 @@ def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
                "filesAfter": files_after,
                "filesRemoved": metrics["metrics"]["numFilesRemoved"], "filesAdded": metrics["metrics"]["numFilesAdded"]}
         if vacuum:
-            _vacuum(spark, delta, retention_hours)
+            _vacuum(spark, path, delta, retention_hours)
             row["vacuumRetentionHours"] = retention_hours
         report(f"[maintain] {table}: {files_before} -> {files_after} files"
                + (f", Z-ordered by {row['zOrderBy']}" if z_order else ""))
@@ -77,13 +78,16 @@ def _file_count(delta: Any) -> int:
     return int(delta.detail().first()["numFiles"])
 
 
-def _vacuum(spark: SparkSession, delta: Any, retention_hours: float) -> None:
-    if retention_hours >= DELTA_MIN_RETENTION_HOURS:
-        delta.vacuum(retention_hours)
-        return
+def _vacuum(spark: SparkSession, path: str, delta: Any, retention_hours: float) -> None:
+    """VACUUM with the configured retention, which Delta 4 reads from the table's property (it
+    ignores the argument)."""
+    retention = f"interval {retention_hours:g} hours"
+    if delta.detail().first()["properties"].get(_RETENTION_PROPERTY) != retention:
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{_RETENTION_PROPERTY}' = '{retention}')")
     previous = spark.conf.get(_RETENTION_CHECK, "true")
-    spark.conf.set(_RETENTION_CHECK, "false")  # the configured retention is a deliberate choice
+    if retention_hours < DELTA_MIN_RETENTION_HOURS:
+        spark.conf.set(_RETENTION_CHECK, "false")  # the configured retention is a deliberate choice
     try:
-        delta.vacuum(retention_hours)
+        delta.vacuum()
     finally:
         spark.conf.set(_RETENTION_CHECK, previous)

@@ -68,18 +68,21 @@ def hot_windows(windows: DataFrame) -> DataFrame:
     )
 
 
-def as_records(result: DataFrame) -> list[dict[str, Any]]:
-    """Collect a (small) result, timestamps as ISO-8601 UTC text like the alerts'."""
+def answer(result: DataFrame) -> tuple[list[dict[str, Any]], int | None]:
+    """Collect a (small) result, timestamps as ISO-8601 UTC text like the alerts', and the number
+    of data files the query read (what Delta's data skipping left of the table; None if unknown)."""
     columns = [
         F.date_format(field.name, ALERT_TIMESTAMP_FORMAT).alias(field.name)
         if field.dataType.typeName() == "timestamp" else F.col(field.name)
         for field in result.schema.fields
     ]
-    return [row.asDict() for row in result.select(*columns).collect()]
+    formatted = result.select(*columns)
+    rows = [row.asDict() for row in formatted.collect()]
+    return rows, _files_read(formatted)
 
 
-def files_read(result: DataFrame) -> int | None:
-    """Files the last execution of `result` scanned: what Delta's data skipping left to read."""
+def _files_read(result: DataFrame) -> int | None:
+    """Files the (finished) execution of `result` scanned, from its scan nodes' metrics."""
     plan = result._jdf.queryExecution().executedPlan()
     total, found = 0, False
     for node in _plan_nodes(plan):

@@ -21,6 +21,7 @@ from typing import Any
 
 from shared.config import Config, load_config, with_overrides
 from shared.errors import LakehouseError
+from shared.memory import process_memory_mb
 
 #: The configurations compared, as overrides on top of the project's configuration ("tuned").
 PROFILES: dict[str, list[str]] = {
@@ -92,7 +93,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         if time.monotonic() >= next_sample:
             latest = ProgressSummary.of(query.lastProgress)
             samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
-                            "state_rows": latest.state_rows, "jvm_rss_mb": _rss_mb(jvm_pid)})
+                            "state_rows": latest.state_rows, "jvm_rss_mb": process_memory_mb(jvm_pid)})
             next_sample += sample_every_s
         if query.exception():
             raise RuntimeError(f"the fast path failed: {query.exception()}")
@@ -136,16 +137,6 @@ def _wait(condition, timeout_s: float, what: str, query) -> None:
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up after {timeout_s:g} s waiting for {what}")
         time.sleep(0.2)
-
-
-def _rss_mb(pid: int) -> float | None:
-    try:
-        for line in open(f"/proc/{pid}/status"):
-            if line.startswith("VmRSS:"):
-                return round(int(line.split()[1]) / 1024, 1)
-    except OSError:
-        pass
-    return None
 
 
 # -- the commands (parent process) ------------------------------------------------------------

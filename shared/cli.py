@@ -262,8 +262,7 @@ def cmd_query(config: Config, args: argparse.Namespace) -> int:
         result = trends.page_trend(windows, args.page, args.bucket)
     else:
         result = trends.hot_windows(windows)
-    rows = trends.as_records(result)
-    files = trends.files_read(result)
+    rows, files = trends.answer(result)
     version = f" as of {args.as_of}" if args.as_of else ""
     _stderr(f"{len(rows)} rows from {GOLD_PAGE_CLICKS_5S}{version}"
             + (f"; {files} data files read" if files is not None else ""))

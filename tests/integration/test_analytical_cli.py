@@ -1,0 +1,126 @@
+"""Trend queries on a crafted history, and the medallion's commands as a user runs them.
+
+One crafted history, two backfills (so gold has an older version). The questions are asked
+in-process (one JVM) and through the real `lakehouse` command (formats, --as-of, maintain).
+Expected answers are counted by hand from the records.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import pathlib
+import re
+import uuid
+from datetime import datetime, timezone
+
+import pytest
+
+from analytical import pipeline, trends
+from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+from shared.kafka import ensure_topics
+from tests.conftest import make_config
+from tests.helpers import click, run_lakehouse, send
+
+pytestmark = pytest.mark.integration
+
+
+def lakehouse(overrides, *args):
+    result = run_lakehouse(*args, *(f"--set={item}" for item in overrides))
+    assert result.returncode == 0, result.stderr
+    return result
+
+
+def query_json(overrides, *args):
+    return json.loads(lakehouse(overrides, "query", *args, "--format", "json").stdout)
+
+
+@pytest.fixture(scope="module")
+def history(spark, broker_overrides, tmp_path_factory):
+    """Day 1, 10:00: /a 5 clicks (hot), /b 2; 11:00: /a 4 (hot), /b 1. Day 2, 09:00: /b 5 (hot) + 1.
+
+    Built once for the module with two in-process backfills, so gold has an older version (returned
+    with the --set values); the tests only read it, except the last, whose maintain changes no answer.
+    """
+    overrides = [*broker_overrides, f"kafka.topics.clicks=clicks-{uuid.uuid4().hex[:10]}",
+                 f"storage.root={tmp_path_factory.mktemp('lakehouse')}", "spark.ui_enabled=false",
+                 "hot_pages.threshold=3"]
+    config = make_config(*overrides)
+    ensure_topics(config.kafka, [config.kafka.topics.clicks])
+    send(config,
+         *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)),
+         *(click(f"b{n}", "/b", f"10:00:0{n}.500") for n in range(2)),
+         *(click(f"c{n}", "/a", f"11:00:1{n}.000") for n in range(4)),
+         click("d0", "/b", "11:00:20.000"))
+    pipeline.backfill(spark, config, report=lambda line: None)
+    day_one_version = max(_gold_versions(config.storage.root))
+    send(config, *(click(f"e{n}", "/b", f"09:00:0{n}.000", day="2026-11-23") for n in range(6)))
+    pipeline.backfill(spark, config, report=lambda line: None)
+    assert max(_gold_versions(config.storage.root)) > day_one_version
+    return config, overrides, day_one_version
+
+
+def ask(spark, config, question, *args, start=None, end=None, as_of=None):
+    windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S, as_of=as_of)
+    rows, _ = trends.answer(question(trends.in_range(windows, start, end), *args))
+    return rows
+
+
+def test_top_pages_over_a_range_and_all_time(spark, history):
+    config, _, _ = history
+    day_one = ask(spark, config, trends.top_pages, 10, start=datetime(2026, 11, 22, tzinfo=timezone.utc),
+                  end=datetime(2026, 11, 23, tzinfo=timezone.utc))
+    assert [(row["pageId"], row["clicks"], row["hotWindows"], row["peakWindowClicks"]) for row in day_one] == [
+        ("/a", 9, 2, 5), ("/b", 3, 0, 2)]
+    everything = ask(spark, config, trends.top_pages, 1)
+    assert [(row["pageId"], row["clicks"]) for row in everything] == [("/a", 9)]  # a tie with /b: by pageId
+
+
+def test_a_page_trend_per_hour_and_per_day(spark, history):
+    config, _, _ = history
+    hours = ask(spark, config, trends.page_trend, "/b", "hour")
+    assert [(row["bucketStart"], row["clicks"], row["hotWindows"]) for row in hours] == [
+        ("2026-11-22T10:00:00.000Z", 2, 0), ("2026-11-22T11:00:00.000Z", 1, 0), ("2026-11-23T09:00:00.000Z", 6, 1)]
+    days = ask(spark, config, trends.page_trend, "/b", "day")
+    assert [(row["bucketStart"], row["clicks"]) for row in days] == [
+        ("2026-11-22T00:00:00.000Z", 3), ("2026-11-23T00:00:00.000Z", 6)]
+
+
+def test_the_query_command_gives_hot_windows_in_csv_and_as_of_an_older_version(history):
+    _, overrides, day_one_version = history
+    result = lakehouse(overrides, "query", "hot-windows", "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
+    assert [(row["pageId"], row["windowStart"], row["clickCount"]) for row in rows] == [
+        ("/a", "2026-11-22T10:00:00.000Z", "5"), ("/a", "2026-11-22T11:00:10.000Z", "4"),
+        ("/b", "2026-11-23T09:00:00.000Z", "5")]
+
+    older = query_json(overrides, "hot-windows", "--as-of", str(day_one_version))
+    assert [row["pageId"] for row in older] == ["/a", "/a"]
+
+
+def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(history):
+    _, history, _ = history
+    again = json.loads(lakehouse(history, "analytical", "--available-now", "--format", "json").stdout)
+    assert [layer["query"] for layer in again] == ["bronze_clicks", "silver_clicks", "gold_page_clicks_5s",
+                                                   "gold_page_clicks_hourly"]
+    assert all(layer["rows"] == 0 for layer in again)
+    result = json.loads(lakehouse(history, "maintain", "--format", "json").stdout)
+    gold = next(row for row in result if row["table"] == "gold/page_clicks_5s")
+    assert gold["zOrderBy"] == "pageId,windowStart" and gold["filesAfter"] < gold["filesBefore"]
+    assert {row["table"] for row in result} == {"bronze/clicks", "silver/clicks", "silver/quarantine",
+                                                "gold/page_clicks_5s", "gold/page_clicks_hourly"}
+    trend = lakehouse(history, "query", "trend", "--page", "/a")
+    files_read = int(re.search(r"(\d+) data files read", trend.stderr).group(1))
+    assert 1 <= files_read <= gold["filesAfter"]
+    assert [row.split()[1] for row in trend.stdout.splitlines()[2:]] == ["5", "4"]  # clicks per hour, as a table
+
+
+def test_a_missing_table_says_which_backfill_to_run(config_overrides):
+    result = run_lakehouse("query", "top-pages", *(f"--set={item}" for item in config_overrides))
+    assert result.returncode == 2
+    assert "lakehouse analytical --available-now" in result.stderr
+
+
+def _gold_versions(root: str) -> list[int]:
+    return [int(path.stem) for path in pathlib.Path(root, "gold/page_clicks_5s/_delta_log").glob("*.json")]
