@@ -50,5 +50,5 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
     windows = read_silver(spark, config, source_root).transform(page_clicks_5s, config.hot_pages)
     path = table_path(target_root, GOLD_PAGE_CLICKS_5S)
-    create_if_missing(spark, path, windows.schema)
+    create_if_missing(spark, path, windows.schema, deletion_vectors=True)
     return windows.writeStream.outputMode("update").foreachBatch(partial(write_batch, path=path))

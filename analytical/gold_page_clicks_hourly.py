@@ -63,5 +63,5 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     """silver/clicks under `source_root` -> gold/page_clicks_hourly under `target_root`."""
     hours = read_silver(spark, config, source_root).transform(page_clicks_hourly, config.hot_pages)
     path = table_path(target_root, GOLD_PAGE_CLICKS_HOURLY)
-    create_if_missing(spark, path, hours.schema)
+    create_if_missing(spark, path, hours.schema, deletion_vectors=True)
     return hours.writeStream.outputMode("append").foreachBatch(partial(write_batch, path=path))

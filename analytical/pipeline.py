@@ -12,7 +12,8 @@ on) and a writer: a DataStreamWriter from a source root to a target root. The ro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Literal
 
@@ -34,6 +35,7 @@ from analytical.tables import (
 )
 from shared.config import Config, spark_interval
 from shared.errors import LakehouseError
+from shared.spark import CHANGELOG_CHECKPOINTING
 from shared.streaming import supervise
 
 Report = Callable[[str], None]
@@ -85,9 +87,28 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
         .option("checkpointLocation", checkpoint_path(target_root, stream.name))
     )
     if available_now:
-        return writer.trigger(availableNow=True).start()
-    interval = getattr(config.analytical.triggers, stream.layer)
-    return writer.trigger(processingTime=spark_interval(interval)).start()
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=spark_interval(getattr(config.analytical.triggers, stream.layer)))
+    changelog = str(config.analytical.state_changelog_checkpointing).lower()
+    with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}):  # a query keeps the settings it started with
+        return writer.start()
+
+
+@contextmanager
+def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
+    """Set Spark settings for what starts inside the block, then put the previous values back."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
 
 
 def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report) -> None:
@@ -120,7 +141,7 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
             report=report,
         )[stream.name]
         run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
-                       totals.last_batch + 1 if totals.latest else 0, totals.dropped_by_watermark, totals.invalid)
+                       totals.batches, totals.dropped_by_watermark, totals.invalid)
         report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
         runs.append(run)
     return runs

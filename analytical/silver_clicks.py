@@ -75,9 +75,11 @@ def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine
     """One micro-batch of parsed bronze rows into both tables; safe to replay."""
     batch.persist()
     try:
-        events = batch.transform(silver_clicks).transform(dedupe_clicks, watermark, FIRST_COPY)
+        valid = batch.transform(silver_clicks)
+        events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
         horizon = spark_interval(watermark)
-        insert_new(events, clicks_path, same_event(watermark), Prune("eventTime", "eventTime", horizon))
+        insert_new(events, clicks_path, same_event(watermark), Prune("eventTime", "eventTime", horizon),
+                   bounds_from=valid)
         insert_new(batch.transform(quarantined), quarantine_path, SAME_RECORD, Prune("offset", "offset"))
     finally:
         batch.unpersist()

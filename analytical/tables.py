@@ -43,12 +43,15 @@ def checkpoint_path(root: str, query_name: str) -> str:
 
 
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
-                      stats_columns: tuple[str, ...] = ()) -> None:
+                      stats_columns: tuple[str, ...] = (), deletion_vectors: bool = False) -> None:
     """Create an empty Delta table at `path` with `schema` unless one is there (a MERGE needs a target).
 
     `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
     MERGEs filter on. By default it keeps them for the first 32 columns, and computing them for
     id strings nobody ranges over costs as much as writing the Parquet itself (measured).
+    `deletion_vectors`: for tables MERGE updates (gold): an updated row is marked deleted in its
+    old file instead of the whole file being rewritten, so a late correction to an old window costs
+    the rows it changes, not the size of the files they sit in.
     """
     from delta.tables import DeltaTable
 
@@ -57,6 +60,8 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
         builder = builder.partitionedBy(*partition_by)
     if stats_columns:
         builder = builder.property("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+    if deletion_vectors:
+        builder = builder.property("delta.enableDeletionVectors", "true")
     builder.execute()
 
 
@@ -124,11 +129,15 @@ class Prune:
         return f"{column} BETWEEN {lower} AND {upper}"
 
 
-def insert_new(batch: DataFrame, path: str, match: str, prune: Prune) -> None:
-    """Insert the rows of `batch` that `match` (SQL on s = batch, t = table) finds no row for."""
+def insert_new(batch: DataFrame, path: str, match: str, prune: Prune, bounds_from: DataFrame | None = None) -> None:
+    """Insert the rows of `batch` that `match` (SQL on s = batch, t = table) finds no row for.
+
+    `bounds_from`: a cheaper frame with the same range on the prune column (e.g. `batch` before a
+    de-duplication), so that computing the range does not evaluate `batch` once more.
+    """
     from delta.tables import DeltaTable
 
-    bounds = prune.condition(batch)
+    bounds = prune.condition(batch if bounds_from is None else bounds_from)
     if bounds is None:
         return  # an empty batch: no commit
     (

@@ -197,6 +197,7 @@ class AnalyticalConfig(KafkaSourceSettings):
     watermark: PositiveDuration
     triggers: AnalyticalTriggers
     max_files_per_trigger: int = Field(gt=0)
+    state_changelog_checkpointing: bool
     vacuum_retention: Duration
 
 

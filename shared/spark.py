@@ -19,6 +19,7 @@ from shared.config import Config
 from shared.jvm import jars, java_executable
 
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
+CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 #: Checkpoint writes through Hadoop's FileContext on the local file system rename via
 #: getFileLinkStatus, which forks `readlink` for every file (seen in thread dumps): about 35 ms per
@@ -53,7 +54,7 @@ def spark_conf(config: Config) -> dict[str, str]:
         prefix = "spark.sql.streaming.stateStore.rocksdb"
         settings |= {
             "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-            f"{prefix}.changelogCheckpointing.enabled": str(spark.rocksdb.changelog_checkpointing).lower(),
+            CHANGELOG_CHECKPOINTING: str(spark.rocksdb.changelog_checkpointing).lower(),
             f"{prefix}.boundedMemoryUsage": str(spark.rocksdb.bounded_memory).lower(),
             f"{prefix}.maxMemoryUsageMB": str(spark.rocksdb.max_memory_mb),
         }

@@ -71,6 +71,7 @@ class RunningTotals:
         self.dropped_by_watermark = 0
         self.rows = 0
         self.latest: ProgressSummary | None = None
+        self.batches = 0
 
     def add(self, progresses: list[Any]) -> ProgressSummary | None:
         """Count the progresses not seen yet; the newest of them, or None when none is new."""
@@ -83,6 +84,7 @@ class RunningTotals:
             self.invalid += summary.invalid
             self.dropped_by_watermark += summary.dropped_by_watermark
             self.rows += summary.input_rows
+            self.batches += 1
             latest = self.latest = summary
         return latest
 

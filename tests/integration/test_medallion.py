@@ -198,3 +198,27 @@ def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built(spark, 
     counts = gold_counts(spark, lake)
     assert counts[("/a", "10:00:00")] == 5  # a9 is past the watermark (11:21): silver only
     assert counts[("/n", "11:31:00")] == 1
+
+
+def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
+    from shared.config import with_overrides
+    from tests.helpers import wait_for
+
+    fast = with_overrides(lake, ["analytical.triggers.bronze=500 ms", "analytical.triggers.silver=500 ms",
+                                 "analytical.triggers.gold=500 ms"])
+    queries = [pipeline.start(spark, fast, stream, available_now=False) for stream in pipeline.STREAMS]
+    try:
+        send(fast, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)), b"oops")
+
+        def gold_has_all_four() -> bool:
+            assert all(query.exception() is None for query in queries)
+            return gold_counts(spark, fast).get(("/a", "10:00:00")) == 4
+
+        wait_for(gold_has_all_four, 120, "the four clicks to reach gold")
+        send(fast, click("a9", "/a", "10:00:04.500"))
+        wait_for(lambda: gold_counts(spark, fast).get(("/a", "10:00:00")) == 5, 120, "the fifth click")
+        assert table(spark, fast, SILVER_QUARANTINE).count() == 1
+        assert table(spark, fast, GOLD_PAGE_CLICKS_5S).where("isHot").count() == 1
+    finally:
+        for query in queries:
+            query.stop()
