@@ -38,13 +38,13 @@ $(JARS)/broker/.resolved: pom.xml
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
 	@touch $@
 
-test: setup  ## all tests: unit, then integration (real broker, real Spark); about 5 minutes
+test: setup  ## all tests: unit and integration (real broker, Spark, Delta); about 8 minutes
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## only the fast unit tests
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
-demo: setup  ## broker, synthetic traffic, a Spark look at what landed, clean stop
+demo: setup  ## broker, synthetic traffic, the fast path and its alerts, clean stop
 	@$(BIN)/lakehouse demo
 
 clean-run:  ## stop the embedded broker and delete .run/ (broker data, tables, checkpoints)
