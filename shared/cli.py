@@ -229,11 +229,8 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
         pipeline.run_continuously(spark, config, args.seconds, _stderr)
         return 0
     runs = pipeline.backfill(spark, config, _stderr)
-    rows = [run.as_dict() for run in runs]
-    if args.format == "json":
-        print(json.dumps(rows, indent=2))
-    else:
-        print(_table(rows, ["layer", "query", "rows", "seconds", "batches", "invalid", "dropped_by_watermark"]))
+    _print_rows([run.as_dict() for run in runs],
+                ["layer", "query", "rows", "seconds", "batches", "invalid", "dropped_by_watermark"], args.format)
     return 0
 
 
