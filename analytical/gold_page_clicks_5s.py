@@ -13,12 +13,10 @@ counts them); silver still holds them.
 
 from __future__ import annotations
 
-from functools import partial
-
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter
 
-from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, Prune, create_if_missing, table_path, upsert
+from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, Prune, table_path, upsert_stream
 from shared.config import Config, HotPagesConfig
 from shared.rule import count_clicks_per_window, mark_hot, with_event_time_watermark
 
@@ -42,13 +40,8 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
     )
 
 
-def write_batch(batch: DataFrame, batch_id: int, *, path: str) -> None:
-    upsert(batch, path, KEYS, Prune("windowStart", "windowStart"))
-
-
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
     windows = read_silver(spark, config, source_root).transform(page_clicks_5s, config.hot_pages)
     path = table_path(target_root, GOLD_PAGE_CLICKS_5S)
-    create_if_missing(spark, path, windows.schema, deletion_vectors=True)
-    return windows.writeStream.outputMode("update").foreachBatch(partial(write_batch, path=path))
+    return upsert_stream(windows, path, KEYS, Prune("windowStart", "windowStart"), output_mode="update")

@@ -14,14 +14,13 @@ moves the watermark, so the hours its data closed are written by the same backfi
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from analytical.gold_page_clicks_5s import read_silver
-from analytical.tables import GOLD_PAGE_CLICKS_HOURLY, Prune, create_if_missing, table_path, upsert
+from analytical.tables import GOLD_PAGE_CLICKS_HOURLY, Prune, table_path, upsert_stream
 from shared.config import Config, HotPagesConfig, spark_interval
 from shared.rule import counts_per_window, is_hot
 
@@ -55,13 +54,8 @@ def page_clicks_hourly(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
     return events.transform(counts_per_window, hot.window).transform(roll_up_hours, hot.threshold)
 
 
-def write_batch(batch: DataFrame, batch_id: int, *, path: str) -> None:
-    upsert(batch, path, KEYS, Prune("hourStart", "hourStart"))
-
-
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_hourly under `target_root`."""
     hours = read_silver(spark, config, source_root).transform(page_clicks_hourly, config.hot_pages)
     path = table_path(target_root, GOLD_PAGE_CLICKS_HOURLY)
-    create_if_missing(spark, path, hours.schema, deletion_vectors=True)
-    return hours.writeStream.outputMode("append").foreachBatch(partial(write_batch, path=path))
+    return upsert_stream(hours, path, KEYS, Prune("hourStart", "hourStart"), output_mode="append")

@@ -19,6 +19,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import TimestampType
 
 from shared.errors import LakehouseError
@@ -30,7 +31,7 @@ GOLD_PAGE_CLICKS_5S = "gold/page_clicks_5s"
 GOLD_PAGE_CLICKS_HOURLY = "gold/page_clicks_hourly"
 ALL_TABLES = (BRONZE_CLICKS, SILVER_CLICKS, SILVER_QUARANTINE, GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)
 
-#: Which command fills each table, for the message when one is missing.
+#: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"
 
 
@@ -165,6 +166,24 @@ def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> 
         .whenNotMatchedInsertAll()
         .execute()
     )
+
+
+def upsert_stream(rows: DataFrame, path: str, keys: tuple[str, ...], prune: Prune, output_mode: str) -> DataStreamWriter:
+    """A stream that MERGEs each micro-batch of `rows` over the table at `path` (gold's writers).
+
+    The table is created first (deletion vectors on). Each batch is persisted for the two passes
+    over it (its range, then the MERGE): recomputing a stateful batch would redo the aggregation.
+    """
+    create_if_missing(rows.sparkSession, path, rows.schema, deletion_vectors=True)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        batch.persist()
+        try:
+            upsert(batch, path, keys, prune)
+        finally:
+            batch.unpersist()
+
+    return rows.writeStream.outputMode(output_mode).foreachBatch(write_batch)
 
 
 def _as_text(bound: Column, is_time: bool) -> Column:
