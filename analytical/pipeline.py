@@ -12,8 +12,7 @@ on) and a writer: a DataStreamWriter from a source root to a target root. The ro
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -35,7 +34,7 @@ from analytical.tables import (
 )
 from shared.config import Config, spark_interval
 from shared.errors import LakehouseError
-from shared.spark import CHANGELOG_CHECKPOINTING
+from shared.spark import CHANGELOG_CHECKPOINTING, session_conf
 from shared.streaming import supervise
 
 Report = Callable[[str], None]
@@ -93,22 +92,6 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
     changelog = str(config.analytical.state_changelog_checkpointing).lower()
     with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}):  # a query keeps the settings it started with
         return writer.start()
-
-
-@contextmanager
-def session_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
-    """Set Spark settings for what starts inside the block, then put the previous values back."""
-    previous = {key: spark.conf.get(key, None) for key in settings}
-    for key, value in settings.items():
-        spark.conf.set(key, value)
-    try:
-        yield
-    finally:
-        for key, value in previous.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
 
 
 def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report) -> None:

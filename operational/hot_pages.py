@@ -20,6 +20,7 @@ from shared.config import Config, HotPagesConfig, spark_interval
 from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
+from shared.spark import BATCHES_TO_RETAIN, session_conf
 
 QUERY_NAME = "hot_pages"
 
@@ -38,10 +39,13 @@ def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig) -> DataFrame:
 
 
 def start(spark: SparkSession, config: Config) -> StreamingQuery:
-    """Start the query; it resumes from storage.root/_checkpoints/hot_pages when that exists."""
+    """Start the query; it resumes from storage.root/_checkpoints/hot_pages when that exists.
+
+    Its checkpoint keeps `operational.batches_to_retain` micro-batches of offsets and watermarks.
+    """
     clicks = read_clicks_stream(spark, config.kafka, config.operational)
     alerts = clicks.transform(hot_page_alerts, config.hot_pages)
-    return (
+    writer = (
         alerts.writeStream.format("kafka")
         .queryName(QUERY_NAME)
         .options(**spark_options(config.kafka))
@@ -49,5 +53,7 @@ def start(spark: SparkSession, config: Config) -> StreamingQuery:
         .option("checkpointLocation", config.checkpoint(QUERY_NAME))
         .outputMode("update")
         .trigger(processingTime=spark_interval(config.operational.trigger))
-        .start()
     )
+    # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
+    with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}):
+        return writer.start()

@@ -277,6 +277,38 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+# -- quality ---------------------------------------------------------------------------------
+
+
+def cmd_reconcile(config: Config, args: argparse.Namespace) -> int:
+    from analytical.reconciliation import CAUSES, reconcile
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    _stderr(f"reconciling {config.kafka.topics.alerts} against gold under {config.storage.root}")
+    result = reconcile(spark, config, args.start, args.end)
+    if result["invalidAlertRecords"]:
+        _stderr(f"warning: {result['invalidAlertRecords']} records on {config.kafka.topics.alerts} are not valid "
+                "alerts (listed under invalidAlerts in --json)")
+    if args.json:
+        print(json.dumps(result, indent=2))
+    else:
+        print(f"windows compared {result['windowsCompared']}, matched {result['matched']}, "
+              f"pending {result['pending']}, mismatches {len(result['mismatches'])}, "
+              f"unexplained {result['unexplained']}"
+              + (f", outside the fast path's kept history {result['outsideHistory']}" if result["outsideHistory"] else ""))
+        print(f"closed in both paths up to {result['closedUpTo']}; "
+              f"{result['alertRecords']} alert records ({result['invalidAlertRecords']} invalid)")
+        if result["mismatches"]:
+            print()
+            print(_table(result["mismatches"], ["windowStart", "pageId", "operationalCount", "goldCount", "cause"]))
+            print()
+            for cause, count in result["byCause"].items():
+                print(f"{count:6d}  {cause}: {CAUSES.get(cause, 'no record in the data reproduces the alerted count')}")
+        print("consistent" if result["consistent"] else "NOT consistent: some differences have no cause in the data")
+    return 0 if result["consistent"] else 1
+
+
 # -- bench -----------------------------------------------------------------------------------
 
 
@@ -515,6 +547,16 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--no-vacuum", action="store_true", help="only OPTIMIZE")
     maintain.add_argument("--format", choices=["table", "json"], default="table")
     maintain.set_defaults(handler=cmd_maintain)
+
+    reconcile = commands.add_parser(
+        "reconcile", parents=[common], help="hot-pages alerts against gold; exit 1 when a difference is unexplained",
+        description="Compare, per page and 5-second window closed in both paths, the highest alerted count with "
+        "gold/page_clicks_5s, and give each difference one cause derived from bronze, silver and the hot-pages "
+        "checkpoint (README, Reconciliation). Exit 1 when any difference is unexplained.")
+    reconcile.add_argument("--json", action="store_true", help="print the result as JSON")
+    reconcile.add_argument("--from", dest="start", type=_instant, help="first window start included (ISO-8601)")
+    reconcile.add_argument("--to", dest="end", type=_instant, help="window starts before this")
+    reconcile.set_defaults(handler=cmd_reconcile)
 
     bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
                                 description="Benchmarks. Each run uses fresh topics, tables and checkpoints.")

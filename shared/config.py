@@ -185,6 +185,7 @@ class KafkaSourceSettings(_Supervised):
 
 class OperationalConfig(KafkaSourceSettings):
     trigger: Duration
+    batches_to_retain: int = Field(ge=1)
 
 
 class AnalyticalTriggers(_Section):

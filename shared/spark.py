@@ -13,13 +13,19 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from shared import PROJECT_ROOT
 from shared.config import Config
 from shared.jvm import jars, java_executable
 
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
 ROCKSDB_PROVIDER = "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"
 CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled"
+#: How many micro-batches of offsets, commits and state versions a query keeps in its checkpoint.
+BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 #: Checkpoint writes through Hadoop's FileContext on the local file system rename via
 #: getFileLinkStatus, which forks `readlink` for every file (seen in thread dumps): about 35 ms per
@@ -100,3 +106,19 @@ def _stdout_to_stderr() -> Iterator[None]:
     finally:
         os.dup2(saved, 1)
         os.close(saved)
+
+
+@contextmanager
+def session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[None]:
+    """Set Spark settings for what starts inside the block, then put the previous values back."""
+    previous = {key: spark.conf.get(key, None) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)

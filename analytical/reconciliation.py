@@ -1,0 +1,368 @@
+"""`lakehouse reconcile`: the alerts on `hot-pages` against gold, every difference with its cause.
+
+Per (pageId, windowStart) the highest alerted clickCount is compared with gold/page_clicks_5s.
+Only windows that are closed in both paths are compared; the others are pending:
+
+  - closed in the fast path: the window ends at or before the watermark of the hot-pages
+    stream's last committed micro-batch, so no later record can change its count there;
+  - closed in gold: the window ends at least `hot_pages.watermark` before the newest event time
+    in the version of silver that the gold stream has read (from its checkpoint).
+
+For each window, the fast path's count is derived again from the data, record by record: every
+valid record of bronze is placed in the hot-pages micro-batch that read its Kafka offset (the
+stream's checkpoint log keeps, per batch, the offsets it read up to and its watermark); a record
+the stream never read is not processed; one whose event time was at or before the previous
+batch's watermark was dropped as late; a copy of an eventId whose de-duplication state had
+expired (it lasts `hot_pages.watermark` of event time) was counted again. Gold's side is silver:
+the events gold counts.
+
+A window where the alert and gold disagree is explained when the derived count reproduces the
+alerted one (or, without an alert, stays at or under the threshold). Its cause is the category of
+record that accounts for most of the difference (CAUSES, in that order on a tie). A window the
+data does not reproduce, such as an alert no record supports, is `unexplained`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from analytical import gold_page_clicks_5s
+from analytical.tables import BRONZE_CLICKS, GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, read_table
+from operational import hot_pages
+from operational.alerts_topic import AlertBook, latest_alerts
+from shared.checkpoints import CheckpointLog, read_checkpoint_log
+from shared.config import Config
+from shared.parsing import parse_clicks, valid_clicks
+from shared.rule import assign_window
+from shared.schema import ALERT_TIMESTAMP_FORMAT
+
+#: Every cause a difference can have, in the order that breaks ties. The text is the definition.
+CAUSES: dict[str, str] = {
+    "late_beyond_operational_watermark":
+        "gold counts events that reached the fast path after its watermark had passed their event time",
+    "duplicate_beyond_operational_dedup_horizon":
+        "the fast path counted an event again, or in another window, because a copy came after its "
+        "de-duplication state (hot_pages.watermark of event time) had expired; silver keeps one copy",
+    "not_processed_by_operational":
+        "gold counts events at Kafka offsets the fast path has not read (before its starting offsets, "
+        "or after its last micro-batch)",
+    "not_processed_by_analytical":
+        "the fast path counted events that silver, in the version gold has read, does not hold yet",
+    "late_beyond_analytical_watermark":
+        "silver holds events that gold dropped as later than analytical.watermark",
+}
+UNEXPLAINED = "unexplained"
+
+_MICROS = 1000
+_BUCKET = 100_000  # offsets per join bucket when placing records in micro-batches
+_OUTPUT_TIME = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+_WINDOW = ["pageId", "windowStart", "windowEnd"]
+
+
+@dataclass(frozen=True)
+class FastPathHistory:
+    """Per Kafka partition, the offset ranges of the hot-pages micro-batches, with their watermarks."""
+
+    ranges: list[tuple[int, int, int, int, int, int]]  # partition, start, end, batchId, lateWm, evictWm
+    closed_up_to_ms: int | None  # windows ending at or before this are final in the fast path
+    batches: int
+    first_batch: int | None
+
+    @classmethod
+    def from_log(cls, log: CheckpointLog | None, topic: str) -> "FastPathHistory":
+        if log is None:
+            return cls([], None, 0, None)
+        ranges = []
+        previous = None
+        for batch in log.batches:
+            ends = _kafka_offsets(batch.end_offsets[0] if batch.end_offsets else None, topic)
+            if previous is not None and previous.batch_id == batch.batch_id - 1:
+                starts, late_ms = _kafka_offsets(previous.end_offsets[0], topic), previous.watermark_ms
+            elif batch.batch_id == 0:
+                starts, late_ms = _kafka_offsets(log.initial_offsets, topic), 0
+            else:  # its predecessor's entry was purged: the batch's start and late watermark are unknown
+                starts, late_ms = {}, None
+            for partition, end in ends.items():
+                start = starts.get(partition, 0 if late_ms is not None else -1)
+                ranges.append((partition, max(start, 0), end, batch.batch_id,
+                               -1 if late_ms is None else late_ms, batch.watermark_ms))
+            previous = batch
+        last = log.last_committed
+        return cls(ranges, last.watermark_ms if last else None, len(log.batches),
+                   log.batches[0].batch_id if log.batches else None)
+
+
+def _kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
+    """{partition: offset} for `topic` from a Kafka source offset ({"topic": {"0": 42}})."""
+    if not isinstance(offsets, dict):
+        return {}
+    return {int(partition): max(int(offset), 0) for partition, offset in offsets.get(topic, {}).items()}
+
+
+def reconcile(spark: SparkSession, config: Config, start: datetime | None = None,
+              end: datetime | None = None) -> dict[str, Any]:
+    """The reconciliation as a JSON-ready dict (keys in DESIGN.md, "Reconciliation")."""
+    hot = config.hot_pages
+    root = config.storage.root
+    gold = read_table(spark, root, GOLD_PAGE_CLICKS_5S)
+    silver_version = _silver_version_read_by_gold(spark, config)
+    silver = read_table(spark, root, SILVER_CLICKS, None if silver_version is None else str(silver_version))
+    bronze = read_table(spark, root, BRONZE_CLICKS)
+    book = latest_alerts(config.kafka, config.kafka.topics.alerts)
+    history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(hot_pages.QUERY_NAME)),
+                                       config.kafka.topics.clicks)
+
+    margin = F.expr(f"INTERVAL {int(config.analytical.watermark.total_seconds())} SECONDS")
+    records = _fast_path_fates(spark, bronze, config, history, start, end, margin).persist()
+    events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, margin)
+    frontier = silver.agg(F.max("eventTime")).first()[0]
+    gold_closed_ms = None if frontier is None else int(frontier.timestamp() * 1000 - hot.watermark.total_seconds() * 1000)
+
+    windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
+    closed_ms = min(history.closed_up_to_ms if history.closed_up_to_ms is not None else -1,
+                    gold_closed_ms if gold_closed_ms is not None else -1)
+    rows = (
+        windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
+        .transform(_window_range, start, end)
+        .withColumn("closed", F.unix_millis("windowEnd") <= F.lit(closed_ms))
+        .withColumn("windowStartText", F.date_format("windowStart", _OUTPUT_TIME))
+        .orderBy("windowStart", "pageId")
+        .collect()
+    )
+    records.unpersist()
+    return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms)
+
+
+def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:
+    """The last silver version the gold stream has fully read; None (the latest) without its checkpoint."""
+    log = read_checkpoint_log(spark, config.checkpoint(gold_page_clicks_5s.QUERY_NAME))
+    batch = log.last_committed if log else None
+    offset = batch.end_offsets[0] if batch and batch.end_offsets else None
+    if not isinstance(offset, dict) or "reservoirVersion" not in offset:
+        return None
+    version = int(offset["reservoirVersion"])
+    return version - 1 if int(offset.get("index", -1)) == -1 else version  # (V, -1): everything before V
+
+
+def _in_range(events: DataFrame, start: datetime | None, end: datetime | None, margin) -> DataFrame:
+    """Events that can matter for windows in [start, end): copies within the dedup horizon too."""
+    if start is not None:
+        events = events.where(F.col("eventTime") >= F.lit(start) - margin)
+    if end is not None:
+        events = events.where(F.col("eventTime") < F.lit(end) + margin)
+    return events
+
+
+def _window_range(windows: DataFrame, start: datetime | None, end: datetime | None) -> DataFrame:
+    if start is not None:
+        windows = windows.where(F.col("windowStart") >= F.lit(start))
+    if end is not None:
+        windows = windows.where(F.col("windowStart") < F.lit(end))
+    return windows
+
+
+def _fast_path_fates(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,
+                     start: datetime | None, end: datetime | None, margin) -> DataFrame:
+    """Every valid bronze record with what the fast path did with it (column `fate`).
+
+    unprocessed: never read; unknown: read in a batch whose history is purged; late: at or before
+    the watermark the batch filtered late rows with (the previous batch's); maybe_late: between that
+    and the batch's own watermark (Spark's choice between the two is an implementation detail, so
+    both outcomes are allowed); counted; duplicate: a copy seen while its eventId was remembered.
+    """
+    records = (
+        bronze.where(F.col("topic") == config.kafka.topics.clicks)
+        .transform(parse_clicks)
+        .transform(valid_clicks)
+        .select("eventId", "pageId", "eventTime", "partition", "offset")
+        .transform(_in_range, start, end, margin)
+        .withColumn("bucket", F.floor(F.col("offset") / _BUCKET))
+    )
+    ranges = spark.createDataFrame(
+        history.ranges,
+        "rangePartition int, rangeStart long, rangeEnd long, batchId long, lateWm long, evictWm long",
+    ).withColumn("rangeBucket", F.explode(F.sequence(
+        F.floor(F.col("rangeStart") / _BUCKET), F.floor(F.greatest(F.col("rangeEnd") - 1, F.col("rangeStart")) / _BUCKET))))
+    offset = F.col("offset")
+    placed = records.join(
+        F.broadcast(ranges),
+        (F.col("partition") == F.col("rangePartition")) & (F.col("bucket") == F.col("rangeBucket"))
+        & (offset >= F.col("rangeStart")) & (offset < F.col("rangeEnd")),
+        "left",
+    ).drop("bucket", "rangeBucket", "rangePartition", "rangeStart", "rangeEnd")
+    micros = F.unix_micros("eventTime")
+    placed = placed.withColumn(
+        "fate",
+        F.when(F.col("batchId").isNull(), "unprocessed")
+        .when(F.col("lateWm") < 0, "unknown")
+        .when(micros <= F.col("lateWm") * _MICROS, "late")
+        .when(micros <= F.col("evictWm") * _MICROS, "maybe_late")
+        .otherwise("counted"),
+    )
+    dropped = _copies_dropped_as_duplicates(placed, config.hot_pages.watermark.total_seconds())
+    if dropped:
+        duplicates = spark.createDataFrame(dropped, "partition int, offset long").withColumn("isDuplicate", F.lit(True))
+        placed = placed.join(F.broadcast(duplicates), ["partition", "offset"], "left").withColumn(
+            "fate", F.when(F.col("isDuplicate"), "duplicate").otherwise(F.col("fate"))
+        )
+    return placed
+
+
+def _copies_dropped_as_duplicates(placed: DataFrame, horizon_s: float) -> list[tuple[int, int]]:
+    """(partition, offset) of the accepted copies the fast path's de-duplication dropped.
+
+    dropDuplicatesWithinWatermark remembers an eventId until the watermark passes the first copy's
+    eventTime + the watermark delay; a copy that arrives after that is counted again.
+    """
+    groups = (
+        placed.where(F.col("fate") == "counted")
+        .groupBy("eventId")
+        .agg(F.collect_list(F.struct("batchId", "partition", "offset", F.unix_micros("eventTime").alias("micros"),
+                                     "lateWm")).alias("copies"))
+        .where(F.size("copies") > 1)
+        .collect()
+    )
+    dropped = []
+    horizon_us = int(horizon_s * 1_000_000)
+    for group in groups:
+        forgotten_after = None  # watermark (µs) beyond which the remembered id has expired
+        for copy in sorted(group.copies, key=lambda c: (c.batchId, c.partition, c.offset)):
+            if forgotten_after is None or copy.lateWm * _MICROS >= forgotten_after:
+                forgotten_after = copy.micros + horizon_us
+            else:
+                dropped.append((copy.partition, copy.offset))
+    return dropped
+
+
+def _alerts_frame(spark: SparkSession, book: AlertBook) -> DataFrame:
+    rows = [(a.page_id, a.window_start, a.click_count, a.threshold) for a in book.latest.values()]
+    return spark.createDataFrame(rows, "pageId string, windowStartText string, operationalCount long, alertThreshold long") \
+        .withColumn("windowStart", F.try_to_timestamp("windowStartText", F.lit(ALERT_TIMESTAMP_FORMAT))) \
+        .drop("windowStartText")
+
+
+def _window_ledger(records: DataFrame, events: DataFrame, gold: DataFrame, alerts: DataFrame, window) -> DataFrame:
+    """Per window, what each path counted and the records that account for the difference."""
+    records = records.transform(assign_window, window)
+    events = events.transform(assign_window, window)
+    counted = records.where(F.col("fate") == "counted")
+    silver_ids = events.select("eventId").distinct().withColumn("inSilver", F.lit(True))
+    copies = records.groupBy("eventId").agg(
+        *(F.max(F.col("fate") == fate).alias(f"any_{fate}") for fate in ("counted", "late", "maybe_late", "unknown"))
+    )
+    matched_keys = counted.select("eventId", *_WINDOW).distinct().withColumn("matched", F.lit(True))
+    missing_cause = (
+        F.when(F.col("matched"), None)
+        .when(F.col("any_counted"), "dup")  # counted, but a copy in another window
+        .when(F.col("any_unknown"), "unknown")
+        .when(F.col("any_maybe_late"), "maybe_late")
+        .when(F.col("any_late"), "late")
+        .otherwise("unprocessed")
+    )
+    gold_side = (
+        events.join(matched_keys, ["eventId", *_WINDOW], "left")
+        .join(copies, "eventId", "left")
+        .withColumn("missing", missing_cause)
+        .groupBy(*_WINDOW)
+        .agg(
+            F.count(F.lit(1)).alias("silverCount"),
+            F.count_if(F.col("matched")).alias("matchedCount"),
+            *(F.count_if(F.col("missing") == name).alias(f"missing_{name}")
+              for name in ("dup", "unknown", "maybe_late", "late", "unprocessed")),
+        )
+    )
+    fast_side = (
+        records.join(silver_ids, "eventId", "left")
+        .groupBy(*_WINDOW)
+        .agg(
+            F.count_if(F.col("fate") == "counted").alias("derivedCount"),
+            F.count_if(F.col("fate") == "maybe_late").alias("maybeLateCount"),
+            F.count_if(F.col("fate") == "unknown").alias("unknownCount"),
+            F.count_if((F.col("fate") == "counted") & F.col("inSilver").isNull()).alias("notInSilver"),
+        )
+    )
+    gold_rows = gold.select(*_WINDOW, F.col("clickCount").alias("goldCount"), F.col("isHot").alias("goldHot"))
+    alert_rows = alerts.where(F.col("windowStart").isNotNull())
+    return (
+        gold_rows.join(alert_rows, ["pageId", "windowStart"], "full")
+        .withColumn("windowEnd", F.coalesce("windowEnd", F.col("windowStart") + F.expr(
+            f"INTERVAL {int(window.total_seconds() * 1000)} MILLISECONDS")))
+        .join(gold_side, _WINDOW, "left")
+        .join(fast_side, _WINDOW, "left")
+        .fillna(0, subset=["goldCount", "silverCount", "matchedCount", "derivedCount", "maybeLateCount",
+                           "unknownCount", "notInSilver", "missing_dup", "missing_unknown", "missing_maybe_late",
+                           "missing_late", "missing_unprocessed"])
+        .fillna(False, subset=["goldHot"])
+    )
+
+
+def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHistory, silver_version: int | None,
+             closed_ms: int) -> dict[str, Any]:
+    compared = matched = pending = outside_history = 0
+    mismatches = []
+    for row in rows:
+        if not row.closed:
+            pending += 1
+            continue
+        if row.unknownCount or row.missing_unknown:
+            outside_history += 1  # read in micro-batches whose log is purged: the data cannot tell
+            continue
+        compared += 1
+        if row.operationalCount == row.goldCount:
+            matched += 1
+            continue
+        mismatches.append(_explain(row, threshold))
+    by_cause = Counter(m["cause"] for m in mismatches)
+    unexplained = by_cause.get(UNEXPLAINED, 0)
+    return {
+        "windowsCompared": compared,
+        "matched": matched,
+        "pending": pending,
+        "mismatches": mismatches,
+        "byCause": dict(sorted(by_cause.items())),
+        "unexplained": unexplained,
+        "consistent": unexplained == 0,
+        "outsideHistory": outside_history,
+        "alertRecords": book.records,
+        "invalidAlertRecords": len(book.invalid),
+        "invalidAlerts": [{"partition": p, "offset": o, "why": why} for p, o, why in book.invalid[:20]],
+        "operational": {"batchesInHistory": history.batches, "firstBatch": history.first_batch},
+        "gold": {"silverVersionRead": silver_version},
+        "closedUpTo": datetime.utcfromtimestamp(closed_ms / 1000).isoformat(timespec="milliseconds") + "Z"
+        if closed_ms >= 0 else None,
+    }
+
+
+def _explain(row, threshold: int) -> dict[str, Any]:
+    """One disagreeing window: its single cause, and the records behind it."""
+    extra_duplicates = row.derivedCount - row.matchedCount - row.notInSilver
+    contributions = {
+        "late_beyond_operational_watermark": row.missing_late + row.missing_maybe_late,
+        "duplicate_beyond_operational_dedup_horizon": row.missing_dup + extra_duplicates,
+        "not_processed_by_operational": row.missing_unprocessed,
+        "not_processed_by_analytical": row.notInSilver,
+        "late_beyond_analytical_watermark": max(row.silverCount - row.goldCount, 0),
+    }
+    low, high = row.derivedCount, row.derivedCount + row.maybeLateCount
+    if row.operationalCount is None:
+        reproduced = low <= (row.alertThreshold or threshold)
+    else:
+        reproduced = low <= row.operationalCount <= high
+    reproduced = reproduced and row.goldCount <= row.silverCount and any(contributions.values())
+    cause = max(contributions, key=lambda name: contributions[name]) if reproduced else UNEXPLAINED
+    return {
+        "pageId": row.pageId,
+        "windowStart": row.windowStartText,
+        "operationalCount": row.operationalCount,
+        "goldCount": row.goldCount,
+        "cause": cause,
+        "records": {name: count for name, count in contributions.items() if count},
+        "derivedOperationalCount": low if low == high else [low, high],
+    }
+

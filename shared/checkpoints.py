@@ -1,0 +1,73 @@
+"""What a streaming query has done, read from its checkpoint: the offsets and commits logs.
+
+Spark writes, per micro-batch N, `offsets/N` before running it (the watermark the batch evicts
+state with, then one line per source: the offsets the batch reads up to) and `commits/N` once
+its output is written (the watermark the next batch will use). `sources/0/0` holds where a Kafka
+source started. The format is Spark's own ("v1" then JSON lines) and has been stable since 2.x;
+the query keeps `spark.sql.streaming.minBatchesToRetain` batches of it.
+
+`lakehouse reconcile` reads the hot-pages stream's log to tell, from the data, which records the
+fast path processed, in which batch, under which watermark; and a gold stream's log to know which
+version of silver it has read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_id: int
+    watermark_ms: int  # batchWatermarkMs: the watermark this batch evicted state with
+    end_offsets: tuple[Any, ...]  # per source, what it read up to (parsed JSON; None for "-")
+    committed: bool
+
+
+@dataclass(frozen=True)
+class CheckpointLog:
+    path: str
+    batches: tuple[Batch, ...]  # the retained ones, by batch id
+    initial_offsets: Any  # sources/0/0 (a Kafka source's starting offsets), None if absent
+
+    @property
+    def last_committed(self) -> Batch | None:
+        return next((batch for batch in reversed(self.batches) if batch.committed), None)
+
+
+def read_checkpoint_log(spark: SparkSession, checkpoint: str) -> CheckpointLog | None:
+    """The retained batches of the checkpoint at `checkpoint`; None when there is none."""
+    offsets = _whole_files(spark, f"{checkpoint}/offsets")
+    if not offsets:
+        return None
+    committed = set(_whole_files(spark, f"{checkpoint}/commits"))
+    batches = []
+    for batch_id, text in sorted(offsets.items()):
+        lines = text.strip().split("\n")  # "v1", the batch metadata, one line per source
+        metadata = json.loads(lines[1])
+        ends = tuple(None if line == "-" else json.loads(line) for line in lines[2:])
+        batches.append(Batch(batch_id, int(metadata.get("batchWatermarkMs", 0)), ends, batch_id in committed))
+    initial = _whole_files(spark, f"{checkpoint}/sources/0").get(0)
+    initial_offsets = json.loads(initial.lstrip("\x00").strip().split("\n", 1)[1]) if initial else None
+    return CheckpointLog(checkpoint, tuple(batches), initial_offsets)
+
+
+def _whole_files(spark: SparkSession, folder: str) -> dict[int, str]:
+    """{batch id: text} for the numbered files of a log folder (Spark skips its hidden .crc files)."""
+    try:
+        rows = (
+            spark.read.text(folder, wholetext=True)
+            .select(F.col("_metadata.file_name").alias("name"), "value")
+            .collect()
+        )
+    except AnalysisException as error:
+        if "PATH_NOT_FOUND" in str(error) or "Path does not exist" in str(error):
+            return {}
+        raise
+    return {int(row.name): row.value for row in rows if row.name.isdigit()}
