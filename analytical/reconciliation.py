@@ -34,6 +34,7 @@ from pyspark.sql import functions as F
 
 from analytical import gold_page_clicks_5s
 from analytical.tables import BRONZE_CLICKS, GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, read_table
+from analytical.trends import in_range
 from operational import hot_pages
 from operational.alerts_topic import AlertBook, latest_alerts
 from shared.checkpoints import CheckpointLog, read_checkpoint_log
@@ -129,7 +130,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
                     gold_closed_ms if gold_closed_ms is not None else -1)
     rows = (
         windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
-        .transform(_window_range, start, end)
+        .transform(in_range, start, end)
         .withColumn("closed", F.unix_millis("windowEnd") <= F.lit(closed_ms))
         .withColumn("windowStartText", F.date_format("windowStart", _OUTPUT_TIME))
         .orderBy("windowStart", "pageId")
@@ -157,14 +158,6 @@ def _in_range(events: DataFrame, start: datetime | None, end: datetime | None, m
     if end is not None:
         events = events.where(F.col("eventTime") < F.lit(end) + margin)
     return events
-
-
-def _window_range(windows: DataFrame, start: datetime | None, end: datetime | None) -> DataFrame:
-    if start is not None:
-        windows = windows.where(F.col("windowStart") >= F.lit(start))
-    if end is not None:
-        windows = windows.where(F.col("windowStart") < F.lit(end))
-    return windows
 
 
 def _fast_path_fates(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,

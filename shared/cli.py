@@ -523,9 +523,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Answer a question from gold/page_clicks_5s. Times are ISO-8601 (UTC unless a zone is given); "
         "a window belongs to [--from, --to) by its start.")
     questions = query.add_subparsers(dest="question", metavar="QUESTION", required=True)
-    query_options = argparse.ArgumentParser(add_help=False)
-    query_options.add_argument("--from", dest="start", type=_instant, help="first window start included")
-    query_options.add_argument("--to", dest="end", type=_instant, help="window starts before this")
+    window_range = argparse.ArgumentParser(add_help=False)
+    window_range.add_argument("--from", dest="start", type=_instant, help="first window start included (ISO-8601)")
+    window_range.add_argument("--to", dest="end", type=_instant, help="window starts before this")
+    query_options = argparse.ArgumentParser(add_help=False, parents=[window_range])
     query_options.add_argument("--as-of", metavar="VERSION|TIMESTAMP",
                                help="read gold as it was at this Delta version or timestamp (time travel)")
     query_options.add_argument("--format", choices=["table", "csv", "json"], default="table")
@@ -549,13 +550,11 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.set_defaults(handler=cmd_maintain)
 
     reconcile = commands.add_parser(
-        "reconcile", parents=[common], help="hot-pages alerts against gold; exit 1 when a difference is unexplained",
+        "reconcile", parents=[common, window_range], help="hot-pages alerts against gold; exit 1 when a difference is unexplained",
         description="Compare, per page and 5-second window closed in both paths, the highest alerted count with "
         "gold/page_clicks_5s, and give each difference one cause derived from bronze, silver and the hot-pages "
         "checkpoint (README, Reconciliation). Exit 1 when any difference is unexplained.")
     reconcile.add_argument("--json", action="store_true", help="print the result as JSON")
-    reconcile.add_argument("--from", dest="start", type=_instant, help="first window start included (ISO-8601)")
-    reconcile.add_argument("--to", dest="end", type=_instant, help="window starts before this")
     reconcile.set_defaults(handler=cmd_reconcile)
 
     bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
