@@ -7,6 +7,8 @@ Update output mode: every micro-batch emits the windows it changed with their fu
 when a backfill ends every window up to the newest event is in the table (none is held back for
 the watermark), and an event that arrives late, but within the watermark, raises its window's
 count in the next batch. The MERGE writes absolute counts, which makes a replayed batch harmless.
+The stream checks `suite`'s row-level expectations on each window it writes, under
+`quality.policies.gold_page_clicks_5s`.
 Events later than the watermark are dropped from gold (the stream's numRowsDroppedByWatermark
 counts them); silver still holds them.
 """
@@ -14,14 +16,36 @@ counts them); silver still holds them.
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
+from analytical.quality import Suite, between, equal, metrics_name, not_null, passing, unique, with_expectations
 from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, Prune, table_path, upsert_stream
 from shared.config import Config, HotPagesConfig
-from shared.rule import count_clicks_per_window, mark_hot, with_event_time_watermark
+from shared.rule import count_clicks_per_window, is_hot, mark_hot, with_event_time_watermark
 
 QUERY_NAME = "gold_page_clicks_5s"
 KEYS = ("pageId", "windowStart")
+
+
+def suite(hot: HotPagesConfig) -> Suite:
+    """Windows of the configured length, positive counts, isHot exactly over the threshold, and
+    one row per page and window."""
+    seconds = hot.window.total_seconds()
+    return Suite(
+        GOLD_PAGE_CLICKS_5S,
+        on_write=(
+            not_null("pageId"),
+            not_null("windowStart"),
+            between("windowLength", "windowSeconds", seconds, seconds),
+            between("clickCountPositive", "clickCount", min_value=1),
+            equal("isHotOverThreshold", "isHot", "overThreshold"),
+        ),
+        on_table=(unique("onePerPageAndWindow", "pageId", "windowStart"),),
+        derive=lambda rows: rows.withColumn(
+            "windowSeconds", (F.unix_micros("windowEnd") - F.unix_micros("windowStart")) / 1_000_000
+        ).withColumn("overThreshold", is_hot(hot.threshold)),
+    )
 
 
 def page_clicks_5s(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
@@ -42,6 +66,12 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
-    windows = read_silver(spark, config, source_root).transform(page_clicks_5s, config.hot_pages)
+    policy = config.quality.policies.gold_page_clicks_5s
+    windows = (
+        read_silver(spark, config, source_root)
+        .transform(page_clicks_5s, config.hot_pages)
+        .transform(with_expectations, suite(config.hot_pages), policy, metrics_name(QUERY_NAME))
+    )
     path = table_path(target_root, GOLD_PAGE_CLICKS_5S)
-    return upsert_stream(windows, path, KEYS, Prune("windowStart", "windowStart"), output_mode="update")
+    return upsert_stream(windows, path, KEYS, Prune("windowStart", "windowStart"), output_mode="update",
+                         keep=lambda rows: passing(rows, policy))

@@ -7,7 +7,9 @@ The hour is a roll-up of the 5-second windows chained in one streaming query (tw
 operators), so the roll-up cannot disagree with the windows it sums. Chained aggregations need
 append output mode: a 5-second window reaches the hourly aggregation once the watermark closes
 it, and an hour is written once the watermark passes its end. An hour in this table is therefore
-final; the current hour is only in gold/page_clicks_5s. A backfill's last, empty micro-batch
+final; the current hour is only in gold/page_clicks_5s. The stream checks `suite`'s row-level
+expectations under `quality.policies.gold_page_clicks_hourly`; `lakehouse check` also compares
+every hour with the sum of its windows in gold/page_clicks_5s. A backfill's last, empty micro-batch
 moves the watermark, so the hours its data closed are written by the same backfill.
 """
 
@@ -20,7 +22,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from analytical.gold_page_clicks_5s import read_silver
-from analytical.tables import GOLD_PAGE_CLICKS_HOURLY, Prune, table_path, upsert_stream
+from analytical.quality import Suite, between, equal, metrics_name, not_null, passing, unique, with_expectations
+from analytical.tables import GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY, Prune, table_path, upsert_stream
 from shared.config import Config, HotPagesConfig, spark_interval
 from shared.rule import counts_per_window, is_hot
 
@@ -49,6 +52,40 @@ def roll_up_hours(windows: DataFrame, threshold: int) -> DataFrame:
     )
 
 
+def suite(hot: HotPagesConfig) -> Suite:
+    """Sane counts as the hours are written; against gold/page_clicks_5s, every closed hour equals
+    the sum, the hot windows and the peak of its 5-second windows."""
+    windows_per_hour = int(HOUR / hot.window)
+    return Suite(
+        GOLD_PAGE_CLICKS_HOURLY,
+        on_write=(
+            not_null("pageId"),
+            not_null("hourStart"),
+            between("clickCountPositive", "clickCount", min_value=1),
+            between("hotWindowsInHour", "hotWindows", 0, windows_per_hour),
+            between("peakWithinClicks", "peakOverClicks", max_value=0),
+        ),
+        on_table=(
+            unique("onePerPageAndHour", "pageId", "hourStart"),
+            equal("clicksEqualItsWindows", "clickCount", "windowClicks"),
+            equal("hotWindowsEqualItsWindows", "hotWindows", "windowHotWindows"),
+            equal("peakEqualsItsWindows", "peakWindowClicks", "windowPeak"),
+        ),
+        derive=lambda rows: rows.withColumn("peakOverClicks", F.col("peakWindowClicks") - F.col("clickCount")),
+        table_view=lambda hours, read: hours.join(_hours_of_windows(read(GOLD_PAGE_CLICKS_5S)),
+                                                  ["pageId", "hourStart"], "left"),
+    )
+
+
+def _hours_of_windows(windows: DataFrame) -> DataFrame:
+    """Per page and hour, what its 5-second windows in gold add up to."""
+    return windows.groupBy("pageId", F.date_trunc("hour", "windowStart").alias("hourStart")).agg(
+        F.sum("clickCount").alias("windowClicks"),
+        F.count_if("isHot").alias("windowHotWindows"),
+        F.max("clickCount").alias("windowPeak"),
+    )
+
+
 def page_clicks_hourly(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
     """De-duplicated events -> pageId, hourStart, hourEnd, clickCount, hotWindows, peakWindowClicks."""
     return events.transform(counts_per_window, hot.window).transform(roll_up_hours, hot.threshold)
@@ -56,6 +93,12 @@ def page_clicks_hourly(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_hourly under `target_root`."""
-    hours = read_silver(spark, config, source_root).transform(page_clicks_hourly, config.hot_pages)
+    policy = config.quality.policies.gold_page_clicks_hourly
+    hours = (
+        read_silver(spark, config, source_root)
+        .transform(page_clicks_hourly, config.hot_pages)
+        .transform(with_expectations, suite(config.hot_pages), policy, metrics_name(QUERY_NAME))
+    )
     path = table_path(target_root, GOLD_PAGE_CLICKS_HOURLY)
-    return upsert_stream(hours, path, KEYS, Prune("hourStart", "hourStart"), output_mode="append")
+    return upsert_stream(hours, path, KEYS, Prune("hourStart", "hourStart"), output_mode="append",
+                         keep=lambda rows: passing(rows, policy))

@@ -68,11 +68,12 @@ class LayerRun:
     batches: int
     dropped_by_watermark: int
     invalid: int
+    failed_expectations: dict[str, int]
 
     def as_dict(self) -> dict:
         return {"query": self.name, "layer": self.layer, "rows": self.rows, "seconds": round(self.seconds, 3),
                 "batches": self.batches, "dropped_by_watermark": self.dropped_by_watermark,
-                "invalid": self.invalid}
+                "invalid": self.invalid, "failed_expectations": self.failed_expectations}
 
 
 def start(spark: SparkSession, config: Config, stream: Stream, *, available_now: bool,
@@ -124,7 +125,8 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
             report=report,
         )[stream.name]
         run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
-                       totals.batches, totals.dropped_by_watermark, totals.invalid)
+                       totals.batches, totals.dropped_by_watermark, totals.invalid,
+                       {name: count for name, count in totals.expectations.items() if count})
         report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
         runs.append(run)
     return runs

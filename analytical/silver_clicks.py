@@ -14,6 +14,10 @@ the watermark apart can come out differently depending on how bronze was split i
 `silver/quarantine` holds every record the parsing rejects, with its raw key and value and the
 InvalidReason: nothing that reached Kafka is dropped on the way to silver.
 
+The stream checks `suite`'s expectations on each valid event under `quality.policies.silver_clicks`
+(analytical.quality): under `drop`, an event that breaks one goes to the quarantine with reason
+`failed_expectation` instead of silver/clicks.
+
 Both are written with insert-only MERGEs (analytical.tables.insert_new): a replayed micro-batch
 finds its rows already there and adds nothing.
 """
@@ -27,6 +31,17 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
+from analytical.quality import (
+    FAILED_EXPECTATION,
+    Suite,
+    between,
+    in_set,
+    length_between,
+    metrics_name,
+    not_null,
+    unique,
+    with_expectations,
+)
 from analytical.tables import (
     BRONZE_CLICKS,
     SILVER_CLICKS,
@@ -36,14 +51,61 @@ from analytical.tables import (
     insert_new,
     table_path,
 )
-from shared.config import Config, spark_interval
+from shared.config import Config, QualityConfig, spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
+from shared.schema import MAX_PAGE_ID_LENGTH, InvalidReason
 from shared.rule import dedupe_clicks
 
 QUERY_NAME = "silver_clicks"
 KAFKA_COORDINATES = ["topic", "partition", "offset", "kafkaTimestamp", "ingestTime"]
 #: Of the copies of an event in one micro-batch, silver keeps the one Kafka took first.
 FIRST_COPY = ("kafkaTimestamp", "partition", "offset")
+
+
+def suite(quality: QualityConfig) -> Suite:
+    """What every row of silver/clicks must satisfy; the eventIds must be unique across the table."""
+    ahead = (F.unix_micros("eventTime") - F.unix_micros("kafkaTimestamp")) / 1_000_000
+    return Suite(
+        SILVER_CLICKS,
+        on_write=(
+            not_null("eventId"),
+            not_null("pageId"),
+            not_null("eventTime"),
+            length_between("pageIdLength", "pageId", 1, MAX_PAGE_ID_LENGTH),
+            between("eventTimeNotBeforeEarliest", "eventTime", min_value=quality.earliest_event_time),
+            between("eventTimeNotAheadOfKafka", "eventSecondsAheadOfKafka",
+                    max_value=quality.max_clock_skew.total_seconds()),
+        ),
+        on_table=(unique("eventIdUnique", "eventId"),),
+        derive=lambda rows: rows.withColumn("eventSecondsAheadOfKafka", ahead),
+    )
+
+
+def quarantine_suite() -> Suite:
+    """Every quarantined record has a reason from the documented set and its Kafka coordinates."""
+    return Suite(
+        SILVER_QUARANTINE,
+        on_write=(
+            not_null("reason"),
+            in_set("reasonDocumented", "reason", [reason.value for reason in InvalidReason]),
+            not_null("offset"),
+        ),
+        on_table=(unique("oneRowPerRecord", "topic", "partition", "offset"),),
+    )
+
+
+def with_silver_expectations(parsed: DataFrame, config: Config) -> DataFrame:
+    """Check the valid events as the stream reads them; under `drop`, make the failing ones invalid."""
+    policy = config.quality.policies.silver_clicks
+    checked = parsed.transform(with_expectations, suite(config.quality), policy, metrics_name(QUERY_NAME),
+                               applies=F.col("invalidReason").isNull())
+    if policy != "drop":
+        return checked.drop(FAILED_EXPECTATION)
+    return checked.withColumn(
+        "invalidReason",
+        F.when(F.col(FAILED_EXPECTATION).isNotNull(), F.lit(InvalidReason.FAILED_EXPECTATION.value))
+        .otherwise(F.col("invalidReason")),
+    ).drop(FAILED_EXPECTATION)
 
 
 def silver_clicks(parsed: DataFrame) -> DataFrame:
@@ -92,7 +154,7 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
         .load(table_path(source_root, BRONZE_CLICKS))
     )
-    parsed = bronze.transform(parse_clicks)
+    parsed = bronze.transform(parse_clicks).transform(with_silver_expectations, config)
     clicks_path = table_path(target_root, SILVER_CLICKS)
     quarantine_path = table_path(target_root, SILVER_QUARANTINE)
     create_if_missing(spark, clicks_path, parsed.transform(silver_clicks).schema,

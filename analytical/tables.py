@@ -14,6 +14,7 @@ grow with history.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,18 +169,20 @@ def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> 
     )
 
 
-def upsert_stream(rows: DataFrame, path: str, keys: tuple[str, ...], prune: Prune, output_mode: str) -> DataStreamWriter:
-    """A stream that MERGEs each micro-batch of `rows` over the table at `path` (gold's writers).
+def upsert_stream(rows: DataFrame, path: str, keys: tuple[str, ...], prune: Prune, output_mode: str,
+                  keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
+    """A stream that MERGEs each micro-batch of `rows`, through `keep`, over the table at `path`.
 
-    The table is created first (deletion vectors on). Each batch is persisted for the two passes
-    over it (its range, then the MERGE): recomputing a stateful batch would redo the aggregation.
+    Gold's writers. The table is created first (deletion vectors on). Each batch is persisted for
+    the two passes over it (its range, then the MERGE): recomputing a stateful batch would redo
+    the aggregation.
     """
-    create_if_missing(rows.sparkSession, path, rows.schema, deletion_vectors=True)
+    create_if_missing(rows.sparkSession, path, rows.transform(keep).schema, deletion_vectors=True)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         batch.persist()
         try:
-            upsert(batch, path, keys, prune)
+            upsert(batch.transform(keep), path, keys, prune)
         finally:
             batch.unpersist()
 

@@ -280,6 +280,34 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
 # -- quality ---------------------------------------------------------------------------------
 
 
+def cmd_check(config: Config, args: argparse.Namespace) -> int:
+    from analytical.checks import check
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    rows, docs = check(spark, config, _stderr)
+    failed = [row for row in rows if not row["success"]]
+    if args.format == "json":
+        print(json.dumps({"success": not failed, "expectations": rows, "dataDocs": docs}, indent=2))
+    else:
+        tables = {}
+        for row in rows:
+            summary = tables.setdefault(row["table"], {"table": row["table"], "expectations": 0, "passed": 0, "failed": ""})
+            summary["expectations"] += 1
+            summary["passed"] += row["success"]
+        for row in failed:
+            tables[row["table"]]["failed"] = ", ".join(filter(None, [tables[row["table"]]["failed"], row["expectation"]]))
+        print(_table(list(tables.values()), ["table", "expectations", "passed", "failed"]))
+        if failed:
+            print()
+            print(_table([{**row, "examples": "; ".join(row["examples"]) or row["error"] or ""} for row in failed],
+                         ["table", "expectation", "unexpected", "examples"]))
+    _stderr(f"Data Docs: {docs}")
+    if failed:
+        _stderr(f"{len(failed)} of {len(rows)} expectations failed")
+    return 1 if failed else 0
+
+
 def cmd_reconcile(config: Config, args: argparse.Namespace) -> int:
     from analytical.reconciliation import CAUSES, reconcile
     from shared.spark import spark_session
@@ -548,6 +576,14 @@ def build_parser() -> argparse.ArgumentParser:
     maintain.add_argument("--no-vacuum", action="store_true", help="only OPTIMIZE")
     maintain.add_argument("--format", choices=["table", "json"], default="table")
     maintain.set_defaults(handler=cmd_maintain)
+
+    check = commands.add_parser(
+        "check", parents=[common], help="the tables' Great Expectations suites; exit 1 when one fails",
+        description="Validate silver/clicks, silver/quarantine and both gold tables against their expectations "
+        "with Great Expectations (Spark data source), write the Data Docs HTML (under quality.docs_dir, default "
+        "storage.root/_quality) and say where. Exit 1 when an expectation fails.")
+    check.add_argument("--format", choices=["table", "json"], default="table")
+    check.set_defaults(handler=cmd_check)
 
     reconcile = commands.add_parser(
         "reconcile", parents=[common, window_range], help="hot-pages alerts against gold; exit 1 when a difference is unexplained",

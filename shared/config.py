@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,6 +27,7 @@ from pydantic import (
     PlainSerializer,
     SecretStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -202,6 +203,31 @@ class AnalyticalConfig(KafkaSourceSettings):
     vacuum_retention: Duration
 
 
+ExpectationPolicy = Literal["warn", "drop", "fail"]
+
+
+class QualityPolicies(_Section):
+    """Per stream, what a row that breaks an expectation does (analytical.quality)."""
+
+    silver_clicks: ExpectationPolicy
+    gold_page_clicks_5s: ExpectationPolicy
+    gold_page_clicks_hourly: ExpectationPolicy
+
+
+class QualityConfig(_Section):
+    docs_dir: Path | None
+    earliest_event_time: datetime
+    max_clock_skew: Duration
+    policies: QualityPolicies
+
+    @field_validator("earliest_event_time")
+    @classmethod
+    def _with_zone(cls, value: datetime) -> datetime:
+        if value.tzinfo is None:
+            raise ValueError("give a time zone, e.g. 2000-01-01T00:00:00Z")
+        return value
+
+
 class BrokerConfig(_Section):
     run_dir: Path
     heap_mb: int = Field(ge=128)
@@ -216,6 +242,7 @@ class Config(_Section):
     hot_pages: HotPagesConfig
     operational: OperationalConfig
     analytical: AnalyticalConfig
+    quality: QualityConfig
     broker: BrokerConfig
 
     def path(self, *parts: str) -> str:
@@ -363,9 +390,13 @@ def _resolve_local_paths(config: Config) -> Config:
     run_dir = config.broker.run_dir
     if not run_dir.is_absolute():
         run_dir = PROJECT_ROOT / run_dir
+    docs_dir = config.quality.docs_dir
+    if docs_dir is not None and not docs_dir.is_absolute():
+        docs_dir = PROJECT_ROOT / docs_dir
     return config.model_copy(
         update={
             "storage": config.storage.model_copy(update={"root": root}),
             "broker": config.broker.model_copy(update={"run_dir": run_dir}),
+            "quality": config.quality.model_copy(update={"docs_dir": docs_dir}),
         }
     )

@@ -39,6 +39,8 @@ class InvalidReason(str, Enum):
     PAGE_ID_TOO_LONG = "page_id_too_long"  # more than MAX_PAGE_ID_LENGTH characters
     MISSING_EVENT_TIME = "missing_event_time"
     BAD_EVENT_TIME = "bad_event_time"  # empty, not ISO-8601 with a zone, or not a real instant
+    #: Not from parsing: a valid event that broke a silver expectation under the `drop` policy.
+    FAILED_EXPECTATION = "failed_expectation"
 
 
 #: Timestamps in alerts: ISO-8601 UTC with milliseconds, '2026-11-22T10:00:05.000Z'.

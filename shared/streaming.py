@@ -13,6 +13,7 @@ import json
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,7 @@ class ProgressSummary:
     dropped_by_watermark: int
     invalid: int
     watermark: str | None
+    expectations: dict[str, int]  # rows that broke each expectation (analytical.quality), by name
 
     @classmethod
     def of(cls, progress: Any) -> "ProgressSummary":
@@ -59,7 +61,22 @@ class ProgressSummary:
             dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
             invalid=int(observed.get("invalid", 0)),
             watermark=(progress.get("eventTime") or {}).get("watermark"),
+            expectations=_expectation_counts(progress.get("observedMetrics") or {}),
         )
+
+
+#: Observed metrics named expectations_<query> (analytical.quality), and their fields that are not
+#: one expectation's count.
+EXPECTATIONS_PREFIX = "expectations_"
+_NOT_AN_EXPECTATION = ("policy", "rows", "failed", "dropped")
+
+
+def _expectation_counts(observed: dict[str, Any]) -> dict[str, int]:
+    return {
+        name: int(count or 0)
+        for metrics_name, metrics in observed.items() if metrics_name.startswith(EXPECTATIONS_PREFIX)
+        for name, count in metrics.items() if name not in _NOT_AN_EXPECTATION
+    }
 
 
 class RunningTotals:
@@ -72,6 +89,7 @@ class RunningTotals:
         self.rows = 0
         self.latest: ProgressSummary | None = None
         self.batches = 0
+        self.expectations: Counter[str] = Counter()
 
     def add(self, progresses: list[Any]) -> ProgressSummary | None:
         """Count the progresses not seen yet; the newest of them, or None when none is new."""
@@ -84,6 +102,7 @@ class RunningTotals:
             self.invalid += summary.invalid
             self.dropped_by_watermark += summary.dropped_by_watermark
             self.rows += summary.input_rows
+            self.expectations.update(summary.expectations)
             self.batches += 1
             latest = self.latest = summary
         return latest
@@ -96,6 +115,7 @@ def status_line(name: str, summary: ProgressSummary, totals: RunningTotals) -> s
         f"{summary.processed_rate:,.0f}/s, last batch {summary.duration_ms} ms, lag {lag}, "
         f"state rows {summary.state_rows:,}, late dropped {totals.dropped_by_watermark:,}, "
         f"invalid {totals.invalid:,}"
+        + (f", failed expectations {dict(totals.expectations)}" if sum(totals.expectations.values()) else "")
     )
 
 
@@ -185,6 +205,11 @@ def supervise(
 
 
 def _first_line(error: Any) -> str:
+    """The line that says what went wrong: the error raised on purpose (an expectation under the
+    `fail` policy) when there is one, even inside a foreachBatch traceback; else the first line."""
     text = str(getattr(error, "desc", None) or error)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
+    raised = [line for line in lines if "[USER_RAISED_EXCEPTION]" in line]
+    if raised:
+        return raised[-1].split("[USER_RAISED_EXCEPTION]", 1)[1].split(" SQLSTATE")[0].strip()
     return lines[0] if lines else type(error).__name__

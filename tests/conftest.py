@@ -21,9 +21,14 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+#: Crafted events carry fixed dates (2026-11-22 10:00 UTC) that may lie ahead of the machine's
+#: clock, so silver's clock-skew expectation is widened to ten years (87600 hours) in tests.
+TEST_SETTINGS = ("spark.ui_enabled=false", "quality.max_clock_skew=87600 hours")
+
+
 def make_config(*overrides: str) -> Config:
-    """The embedded default with test-friendly Spark settings, plus `overrides`."""
-    return load_config(overrides=["spark.ui_enabled=false", "spark.log_level=ERROR", *overrides])
+    """The embedded default with test-friendly settings, plus `overrides`."""
+    return load_config(overrides=[*TEST_SETTINGS, "spark.log_level=ERROR", *overrides])
 
 
 @pytest.fixture(scope="session")
@@ -70,5 +75,5 @@ def config_overrides(broker_overrides, config) -> list[str]:
         f"kafka.topics.clicks={config.kafka.topics.clicks}",
         f"kafka.topics.alerts={config.kafka.topics.alerts}",
         f"storage.root={config.storage.root}",
-        "spark.ui_enabled=false",
+        *TEST_SETTINGS,
     ]

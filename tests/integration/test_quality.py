@@ -1,0 +1,94 @@
+"""Expectations on real Delta tables: the streams' policies as they write, and `lakehouse check`.
+
+Threshold 3. The suites are the tables' own (analytical.quality); a table is corrupted on purpose
+with Delta SQL to prove the check can fail.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analytical import pipeline
+from analytical.checks import check
+from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, SILVER_QUARANTINE, read_table
+from shared.errors import LakehouseError
+from shared.kafka import ensure_topics
+from tests.conftest import make_config
+from tests.helpers import click, run_lakehouse, send
+
+pytestmark = pytest.mark.integration
+
+TOO_EARLY = click("e-1999", "/a", "10:00:01.000", day="1999-12-31")  # before quality.earliest_event_time
+
+
+def lake(config_overrides, *overrides: str):
+    settings = make_config(*config_overrides, "hot_pages.threshold=3", *overrides)
+    ensure_topics(settings.kafka, [settings.kafka.topics.clicks])
+    return settings
+
+
+def silver_backfill(spark, config) -> pipeline.LayerRun:
+    runs = pipeline.backfill(spark, config, report=lambda line: None)
+    return next(run for run in runs if run.name == "silver_clicks")
+
+
+@pytest.mark.parametrize("policy", ["warn", "drop"])
+def test_silver_applies_its_expectations_as_it_writes_and_reports_them_in_progress(spark, config_overrides, policy):
+    config = lake(config_overrides, f"quality.policies.silver_clicks={policy}")
+    send(config, click("e1", "/a", "10:00:01.000"), TOO_EARLY, click("e2", "/a", "10:00:02.000"))
+
+    run = silver_backfill(spark, config)
+
+    assert run.failed_expectations == {"eventTimeNotBeforeEarliest": 1}
+    silver = {row.eventId for row in read_table(spark, config.storage.root, SILVER_CLICKS).collect()}
+    quarantine = [(row.reason, json.loads(row.value)["eventId"])
+                  for row in read_table(spark, config.storage.root, SILVER_QUARANTINE).collect()]
+    if policy == "warn":
+        assert silver == {"e1", "e2", "e-1999"} and quarantine == []
+    else:
+        assert silver == {"e1", "e2"} and quarantine == [("failed_expectation", "e-1999")]
+
+
+def test_the_fail_policy_stops_the_stream_naming_the_expectation(spark, config_overrides):
+    config = lake(config_overrides, "quality.policies.silver_clicks=fail")
+    send(config, click("e1", "/a", "10:00:01.000"), TOO_EARLY)
+
+    with pytest.raises(LakehouseError, match="eventTimeNotBeforeEarliest"):
+        silver_backfill(spark, config)
+    assert read_table(spark, config.storage.root, SILVER_CLICKS).count() == 0
+
+
+def test_check_passes_on_the_medallion_and_fails_with_exit_1_on_a_corrupted_gold_table(spark, config_overrides):
+    config = lake(config_overrides)
+    send(config, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(1, 5)),
+         *(click(f"b{n}", "/b", f"10:00:0{n}.500") for n in range(1, 3)), click("late-hour", "/a", "11:30:00.000"))
+    pipeline.backfill(spark, config, report=lambda line: None)
+
+    rows, docs = check(spark, config, report=lambda line: None)
+
+    assert [row["expectation"] for row in rows if not row["success"]] == []
+    assert {row["table"] for row in rows} == {"silver/clicks", "silver/quarantine", "gold/page_clicks_5s",
+                                              "gold/page_clicks_hourly"}
+    index = Path(docs.removeprefix("file://"))
+    assert index.is_file() and index.is_relative_to(Path(config.storage.root) / "_quality")
+
+    gold = f"delta.`{config.storage.root}/{GOLD_PAGE_CLICKS_5S}`"
+    spark.sql(f"UPDATE {gold} SET isHot = NOT isHot WHERE pageId = '/b'")  # 2 clicks marked hot
+    spark.sql(f"INSERT INTO {gold} SELECT * FROM {gold} WHERE pageId = '/a'")  # the window twice
+    run = run_lakehouse("check", "--format", "json", *(f"--set={item}" for item in (*config_overrides,
+                                                                                     "hot_pages.threshold=3")))
+
+    assert run.returncode == 1, run.stderr
+    result = json.loads(run.stdout)
+    failed = {(row["table"], row["expectation"], row["unexpected"]) for row in result["expectations"] if not row["success"]}
+    # /a has two windows (10:00:00 and 11:30:00), now twice each: GX counts every row of a repeated
+    # key. Hour 10:00 is closed: /a's hour no longer equals its doubled windows (clicks, hot windows),
+    # and /b's window, now marked hot, no longer matches its hour's hot windows.
+    assert failed == {("gold/page_clicks_5s", "isHotOverThreshold", 1),
+                      ("gold/page_clicks_5s", "onePerPageAndWindow", 4),
+                      ("gold/page_clicks_hourly", "clicksEqualItsWindows", 1),
+                      ("gold/page_clicks_hourly", "hotWindowsEqualItsWindows", 2)}
+    assert "Data Docs: file://" in run.stderr
