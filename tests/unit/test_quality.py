@@ -1,0 +1,75 @@
+"""Expectations as row checks, policies, and the reconciliation's choice of cause, on tiny inputs."""
+
+from __future__ import annotations
+
+from pyspark.sql import Row
+from pyspark.sql import functions as F
+from chispa import assert_df_equality
+
+from analytical.quality import FAILED_EXPECTATION, Suite, between, equal, in_set, not_null, passing, with_expectations
+from analytical.reconciliation import UNEXPLAINED, _explain
+
+SUITE = Suite("t", on_write=(not_null("id"), between("smallCount", "count", 1, 10), in_set("knownKind", "kind", ["a"]),
+                             equal("flagMatches", "flag", "expectedFlag")),
+              derive=lambda rows: rows.withColumn("expectedFlag", F.col("count") > 5))
+
+
+def rows(spark):
+    return spark.createDataFrame(
+        [("r1", 3, "a", False), (None, 3, "a", False), ("r3", 11, "a", True), ("r4", None, None, None),
+         ("r5", 7, "b", True), ("r6", 8, "a", False)],
+        "id string, count int, kind string, flag boolean",
+    )
+
+
+def test_each_row_gets_its_first_failed_expectation_with_great_expectations_null_rules(spark):
+    checked = rows(spark).transform(with_expectations, SUITE, "warn", "expectations_t")
+
+    # r4: between and in_set skip nulls (as Great Expectations does), but flag <=> expectedFlag does not
+    # (null vs null is equal) -- count is null, so expectedFlag is null too.
+    expected = spark.createDataFrame(
+        [("r1", None), (None, "idPresent"), ("r3", "smallCount"), ("r4", None), ("r5", "knownKind"),
+         ("r6", "flagMatches")], f"id string, {FAILED_EXPECTATION} string")
+    assert_df_equality(checked.select("id", FAILED_EXPECTATION), expected, ignore_row_order=True)
+    assert "expectedFlag" not in checked.columns  # derived columns stay inside the check
+
+
+def test_drop_keeps_only_passing_rows_and_warn_keeps_all(spark):
+    checked = rows(spark).transform(with_expectations, SUITE, "drop", "expectations_t")
+
+    assert sorted(row.id for row in checked.transform(passing, "drop").collect()) == ["r1", "r4"]
+    assert checked.transform(passing, "warn").count() == 6
+    assert FAILED_EXPECTATION not in checked.transform(passing, "drop").columns
+
+
+def window(**counts) -> Row:
+    base = dict(pageId="/p", windowStartText="2026-11-22T10:00:00.000Z", operationalCount=None, goldCount=0,
+                alertThreshold=None, silverCount=0, matchedCount=0, derivedCount=0, maybeLateCount=0,
+                notInSilver=0, missing_dup=0, missing_maybe_late=0, missing_late=0, missing_unprocessed=0)
+    return Row(**{**base, **counts})
+
+
+def test_a_difference_gets_the_cause_with_the_most_records():
+    # gold 6 = silver 6; the fast path counted 4 of them, the other 2 reached it late.
+    row = window(operationalCount=4, alertThreshold=3, goldCount=6, silverCount=6, matchedCount=4, derivedCount=4,
+                 missing_late=2, missing_unprocessed=0)
+    assert _explain(row, 3)["cause"] == "late_beyond_operational_watermark"
+    tied = window(operationalCount=4, alertThreshold=3, goldCount=6, silverCount=6, matchedCount=4, derivedCount=4,
+                  missing_late=1, missing_unprocessed=1)
+    assert _explain(tied, 3)["cause"] == "late_beyond_operational_watermark"  # ties: the documented order
+    extra = window(operationalCount=4, alertThreshold=3, goldCount=3, silverCount=3, matchedCount=3, derivedCount=4)
+    assert _explain(extra, 3)["cause"] == "duplicate_beyond_operational_dedup_horizon"
+
+
+def test_a_count_the_data_does_not_reproduce_is_unexplained():
+    forged = window(operationalCount=9999, alertThreshold=3)
+    assert _explain(forged, 3)["cause"] == UNEXPLAINED
+    # gold hot without an alert, but the fast path's derived count was over the threshold: an alert was lost
+    lost = window(goldCount=5, silverCount=5, matchedCount=5, derivedCount=5)
+    assert _explain(lost, 3)["cause"] == UNEXPLAINED
+    # a late event in the window, but the alert does not match the derived count either
+    wrong = window(operationalCount=7, alertThreshold=3, goldCount=6, silverCount=6, matchedCount=5, derivedCount=5,
+                   missing_late=1)
+    assert _explain(wrong, 3)["cause"] == UNEXPLAINED
+    assert _explain(window(operationalCount=5, alertThreshold=3, goldCount=6, silverCount=6, matchedCount=5,
+                           derivedCount=5, missing_late=1), 3)["cause"] == "late_beyond_operational_watermark"
