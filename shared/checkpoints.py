@@ -17,7 +17,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
@@ -60,14 +59,16 @@ def read_checkpoint_log(spark: SparkSession, checkpoint: str) -> CheckpointLog |
 
 def _whole_files(spark: SparkSession, folder: str) -> dict[int, str]:
     """{batch id: text} for the numbered files of a log folder (Spark skips its hidden .crc files)."""
-    try:
-        rows = (
-            spark.read.text(folder, wholetext=True)
-            .select(F.col("_metadata.file_name").alias("name"), "value")
-            .collect()
-        )
-    except AnalysisException as error:
-        if "PATH_NOT_FOUND" in str(error) or "Path does not exist" in str(error):
-            return {}
-        raise
+    if not _exists(spark, folder):  # asked first: Spark logs a stack trace for a missing folder
+        return {}
+    rows = (
+        spark.read.text(folder, wholetext=True)
+        .select(F.col("_metadata.file_name").alias("name"), "value")
+        .collect()
+    )
     return {int(row.name): row.value for row in rows if row.name.isdigit()}
+
+
+def _exists(spark: SparkSession, folder: str) -> bool:
+    path = spark._jvm.org.apache.hadoop.fs.Path(folder)
+    return path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path)
