@@ -163,10 +163,6 @@ def passing(rows: DataFrame, policy: Policy) -> DataFrame:
     return kept.drop(FAILED_EXPECTATION)
 
 
-def failing(rows: DataFrame) -> DataFrame:
-    return rows.where(F.col(FAILED_EXPECTATION).isNotNull())
-
-
 def _derived_columns(rows: DataFrame, derived: DataFrame) -> list[str]:
     return [name for name in derived.columns if name not in rows.columns]
 

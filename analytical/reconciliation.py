@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -120,10 +120,11 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
                                        config.kafka.topics.clicks)
 
     margin = F.expr(f"INTERVAL {int(config.analytical.watermark.total_seconds())} SECONDS")
-    records = _fast_path_fates(spark, bronze, config, history, start, end, margin).persist()
+    placed = _place_in_batches(spark, bronze, config, history, start, end, margin).persist()
+    records = _mark_duplicates(spark, placed, hot.watermark.total_seconds())
     events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, margin)
-    frontier = silver.agg(F.max("eventTime")).first()[0]
-    gold_closed_ms = None if frontier is None else int(frontier.timestamp() * 1000 - hot.watermark.total_seconds() * 1000)
+    newest_ms = silver.agg(F.unix_millis(F.max("eventTime"))).first()[0]
+    gold_closed_ms = None if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
 
     windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
     closed_ms = min(history.closed_up_to_ms if history.closed_up_to_ms is not None else -1,
@@ -136,7 +137,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
         .orderBy("windowStart", "pageId")
         .collect()
     )
-    records.unpersist()
+    placed.unpersist()
     return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms)
 
 
@@ -160,14 +161,14 @@ def _in_range(events: DataFrame, start: datetime | None, end: datetime | None, m
     return events
 
 
-def _fast_path_fates(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,
-                     start: datetime | None, end: datetime | None, margin) -> DataFrame:
-    """Every valid bronze record with what the fast path did with it (column `fate`).
+def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,
+                      start: datetime | None, end: datetime | None, margin) -> DataFrame:
+    """Every valid bronze record with the micro-batch that read it and what the watermark did (`fate`).
 
     unprocessed: never read; unknown: read in a batch whose history is purged; late: at or before
     the watermark the batch filtered late rows with (the previous batch's); maybe_late: between that
     and the batch's own watermark (Spark's choice between the two is an implementation detail, so
-    both outcomes are allowed); counted; duplicate: a copy seen while its eventId was remembered.
+    both outcomes are allowed); counted, until `_mark_duplicates` looks at the copies.
     """
     records = (
         bronze.where(F.col("topic") == config.kafka.topics.clicks)
@@ -190,7 +191,7 @@ def _fast_path_fates(spark: SparkSession, bronze: DataFrame, config: Config, his
         "left",
     ).drop("bucket", "rangeBucket", "rangePartition", "rangeStart", "rangeEnd")
     micros = F.unix_micros("eventTime")
-    placed = placed.withColumn(
+    return placed.withColumn(
         "fate",
         F.when(F.col("batchId").isNull(), "unprocessed")
         .when(F.col("lateWm") < 0, "unknown")
@@ -198,7 +199,11 @@ def _fast_path_fates(spark: SparkSession, bronze: DataFrame, config: Config, his
         .when(micros <= F.col("evictWm") * _MICROS, "maybe_late")
         .otherwise("counted"),
     )
-    dropped = _copies_dropped_as_duplicates(placed, config.hot_pages.watermark.total_seconds())
+
+
+def _mark_duplicates(spark: SparkSession, placed: DataFrame, horizon_s: float) -> DataFrame:
+    """`placed` with fate `duplicate` for the copies the fast path's de-duplication dropped."""
+    dropped = _copies_dropped_as_duplicates(placed, horizon_s)
     if dropped:
         duplicates = spark.createDataFrame(dropped, "partition int, offset long").withColumn("isDuplicate", F.lit(True))
         placed = placed.join(F.broadcast(duplicates), ["partition", "offset"], "left").withColumn(
@@ -327,7 +332,7 @@ def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHisto
         "invalidAlerts": [{"partition": p, "offset": o, "why": why} for p, o, why in book.invalid[:20]],
         "operational": {"batchesInHistory": history.batches, "firstBatch": history.first_batch},
         "gold": {"silverVersionRead": silver_version},
-        "closedUpTo": datetime.utcfromtimestamp(closed_ms / 1000).isoformat(timespec="milliseconds") + "Z"
+        "closedUpTo": datetime.fromtimestamp(closed_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         if closed_ms >= 0 else None,
     }
 
