@@ -34,7 +34,7 @@ from analytical.tables import (
 )
 from shared.config import Config, spark_interval
 from shared.errors import LakehouseError
-from shared.spark import CHANGELOG_CHECKPOINTING, session_conf
+from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.streaming import supervise
 
 Report = Callable[[str], None]
@@ -91,20 +91,27 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
     else:
         writer = writer.trigger(processingTime=spark_interval(getattr(config.analytical.triggers, stream.layer)))
     changelog = str(config.analytical.state_changelog_checkpointing).lower()
-    with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}):  # a query keeps the settings it started with
-        return writer.start()
+    with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}), scheduler_pool(spark, ANALYTICAL_POOL):
+        return writer.start()  # a query keeps the settings and the pool it started with
 
 
-def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report) -> None:
+def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], StreamingQuery]]:
+    """Query name -> a function that starts it continuously: what `supervise` runs."""
+    return {stream.name: _starter(spark, config, stream, available_now=False) for stream in STREAMS}
+
+
+def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report,
+                     on_status: Callable[[], None] | None = None) -> None:
     """All streams side by side on their layer's trigger, until stopped or `seconds` pass."""
     settings = config.analytical
     supervise(
-        {stream.name: _starter(spark, config, stream, available_now=False) for stream in STREAMS},
+        starters(spark, config),
         seconds=seconds,
         status_interval_s=settings.status_interval_s,
         max_restarts=settings.max_restarts,
         restart_backoff_s=settings.restart_backoff_s,
         report=report,
+        on_status=on_status,
     )
 
 

@@ -20,7 +20,7 @@ from shared.config import Config, HotPagesConfig, spark_interval
 from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
-from shared.spark import BATCHES_TO_RETAIN, session_conf
+from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
 
 QUERY_NAME = "hot_pages"
 
@@ -55,5 +55,6 @@ def start(spark: SparkSession, config: Config) -> StreamingQuery:
         .trigger(processingTime=spark_interval(config.operational.trigger))
     )
     # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
-    with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}):
+    with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}), \
+            scheduler_pool(spark, OPERATIONAL_POOL):
         return writer.start()

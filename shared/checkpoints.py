@@ -13,12 +13,19 @@ version of silver it has read.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
+
+from shared.errors import LakehouseError
 
 
 @dataclass(frozen=True)
@@ -72,3 +79,35 @@ def _whole_files(spark: SparkSession, folder: str) -> dict[int, str]:
 def _exists(spark: SparkSession, folder: str) -> bool:
     path = spark._jvm.org.apache.hadoop.fs.Path(folder)
     return path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path)
+
+
+@contextmanager
+def exclusive(storage_root: str, query_names: Sequence[str]) -> Iterator[None]:
+    """Hold a lock per query's checkpoint for the block: a second process that would write the same
+    checkpoints is refused with the first one's pid, instead of two writers on one checkpoint.
+
+    The lock is an OS file lock on `_checkpoints/<query>.lock` beside the checkpoint, released by
+    the kernel when the process ends however it ends. Object-store roots have no such lock: there
+    the deployment must run one writer per checkpoint (as Spark itself requires).
+    """
+    if "://" in storage_root and not storage_root.startswith("file:"):
+        yield
+        return
+    folder = Path(storage_root.removeprefix("file:")) / "_checkpoints"
+    folder.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as held:
+        for name in query_names:
+            handle = held.enter_context(open(folder / f"{name}.lock", "a+"))
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                owner = handle.read().strip() or "another process"
+                raise LakehouseError(
+                    f"the {name} query's checkpoint ({folder / name}) is in use by {owner}: "
+                    "stop that run first (two writers would corrupt it)") from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
+        yield

@@ -11,8 +11,10 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
+from typing import Any
 
 from shared.config import Config, load_config, render
 from shared.errors import LakehouseError
@@ -167,23 +169,23 @@ def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
 def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
-    from shared.spark import spark_session
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    spark = spark_session(config)
     settings = config.operational
-    _stderr(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
-            f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
-            f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
-    totals = supervise(
-        {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)},
-        seconds=args.seconds,
-        status_interval_s=settings.status_interval_s,
-        max_restarts=settings.max_restarts,
-        restart_backoff_s=settings.restart_backoff_s,
-        report=_stderr,
-    )
+    with _monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
+        _stderr(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
+                f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
+                f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
+        totals = supervise(
+            {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)},
+            seconds=args.seconds,
+            status_interval_s=settings.status_interval_s,
+            max_restarts=settings.max_restarts,
+            restart_backoff_s=settings.restart_backoff_s,
+            report=_stderr,
+            on_status=recorder.flush,
+        )
     done = totals[hot_pages.QUERY_NAME]
     _stderr(f"[{hot_pages.QUERY_NAME}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
             f"{done.dropped_by_watermark:,} dropped as too late")
@@ -220,18 +222,79 @@ def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
 def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     from analytical import pipeline
     from shared.kafka import ensure_topics
-    from shared.spark import spark_session
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
-    spark = spark_session(config)
-    _stderr(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
-    if not args.available_now:
-        pipeline.run_continuously(spark, config, args.seconds, _stderr)
-        return 0
-    runs = pipeline.backfill(spark, config, _stderr)
+    with _monitored(config, [stream.name for stream in pipeline.STREAMS]) as (spark, recorder):
+        _stderr(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
+        if not args.available_now:
+            pipeline.run_continuously(spark, config, args.seconds, _stderr, on_status=recorder.flush)
+            return 0
+        runs = pipeline.backfill(spark, config, _stderr)
     _print_rows([run.as_dict() for run in runs],
                 ["layer", "query", "rows", "seconds", "batches", "invalid", "dropped_by_watermark"], args.format)
     return 0
+
+
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from analytical import pipeline
+    from operational import hot_pages
+    from shared.kafka import ensure_topics
+    from shared.streaming import supervise
+
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    names = [hot_pages.QUERY_NAME, *(stream.name for stream in pipeline.STREAMS)]
+    settings = config.operational
+    with _monitored(config, names) as (spark, recorder):
+        _stderr(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} (pool "
+                f"operational), the medallion under {config.storage.root} (pool analytical); progress to "
+                f"{recorder.path}")
+        starters = {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)} | pipeline.starters(spark, config)
+
+        def status() -> None:
+            recorder.flush()
+            _stderr(recorder.console_view())
+
+        supervise(starters, seconds=args.seconds, status_interval_s=settings.status_interval_s,
+                  max_restarts=settings.max_restarts, restart_backoff_s=settings.restart_backoff_s,
+                  report=_stderr, on_status=status, status_lines=False)
+    _stderr("stopped; `lakehouse status` summarises the recorded progress")
+    return 0
+
+
+def cmd_status(config: Config, args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from shared.monitoring import TABLE, summarise
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    path = config.path(*TABLE.split("/"))
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        raise LakehouseError(f"no progress recorded at {path} yet: it fills while `lakehouse run`, "
+                             "`operational` or `analytical` run")
+    since = datetime.now(timezone.utc) - timedelta(minutes=args.minutes)
+    rows = [row.asDict() for row in summarise(spark.read.format("delta").load(path), since).collect()]
+    _stderr(f"progress of the last {args.minutes:g} minutes from {path}")
+    _print_rows(rows, ["queryName", "batches", "lastBatch", "lastProgress", "lag", "batchMsP50", "batchMsP95",
+                       "batchMsP99", "processedPerSecond", "droppedLate", "failedExpectations", "errors",
+                       "lastError"], args.format)
+    return 0
+
+
+@contextmanager
+def _monitored(config: Config, query_names: list[str]) -> Iterator[tuple[Any, Any]]:
+    """The checkpoints of `query_names` held by this process, a SparkSession, and every query's
+    progress recorded to ops/stream_progress while the block runs."""
+    from shared.checkpoints import exclusive
+    from shared.monitoring import TABLE, recording
+    from shared.spark import spark_session
+
+    with exclusive(config.storage.root, query_names):
+        spark = spark_session(config)
+        with recording(spark, config.path(*TABLE.split("/"))) as recorder:
+            yield spark, recorder
 
 
 def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
@@ -538,6 +601,24 @@ def build_parser() -> argparse.ArgumentParser:
     analytical.add_argument("--seconds", type=_positive(float), help="continuous: stop after this long")
     analytical.add_argument("--format", choices=["table", "json"], default="table", help="backfill summary format")
     analytical.set_defaults(handler=cmd_analytical)
+
+    run = commands.add_parser(
+        "run", parents=[common], help="both paths side by side in one Spark application",
+        description="Start the hot-pages stream and the four medallion streams together, in one Spark application "
+        "with FAIR scheduler pools (the fast path's first, conf/fairscheduler.xml). Every query's progress goes to "
+        "the Delta table ops/stream_progress and to a console view every operational.status_interval_s. "
+        "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
+        "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
+    run.add_argument("--seconds", type=_positive(float), help="stop after this long (default: until stopped)")
+    run.set_defaults(handler=cmd_run)
+
+    status = commands.add_parser(
+        "status", parents=[common], help="recent progress of every stream, from ops/stream_progress",
+        description="Per query, from the recorded progress of the last --minutes: batches, last batch and when, "
+        "Kafka lag, batch duration percentiles, processed rate, rows dropped as late, failed expectations, errors.")
+    status.add_argument("--minutes", type=_positive(float), default=15.0, help="how far back (default 15)")
+    status.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    status.set_defaults(handler=cmd_status)
 
     commands.add_parser(
         "rebuild", parents=[common], help="recompute silver and gold from bronze, from scratch",

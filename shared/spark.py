@@ -55,6 +55,9 @@ def spark_conf(config: Config) -> dict[str, str]:
         "spark.sql.sources.parallelPartitionDiscovery.parallelism": str(spark.shuffle_partitions),
         "spark.ui.enabled": str(spark.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
+        # Both paths in one application (`lakehouse run`): each query runs in a pool (`scheduler_pool`).
+        "spark.scheduler.mode": "FAIR",
+        "spark.scheduler.allocation.file": str(PROJECT_ROOT / "conf" / "fairscheduler.xml"),
     }
     if spark.state_store == "rocksdb":
         prefix = "spark.sql.streaming.stateStore.rocksdb"
@@ -122,3 +125,21 @@ def session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[No
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
+
+
+#: The FAIR scheduler pools of conf/fairscheduler.xml: the fast path's comes first.
+OPERATIONAL_POOL = "operational"
+ANALYTICAL_POOL = "analytical"
+
+
+@contextmanager
+def scheduler_pool(spark: "SparkSession", pool: str) -> Iterator[None]:
+    """Queries started inside the block run their jobs in `pool` (a stream keeps the pool it
+    started with: Spark copies the thread's local properties into the query's thread)."""
+    context = spark.sparkContext
+    previous = context.getLocalProperty("spark.scheduler.pool")
+    context.setLocalProperty("spark.scheduler.pool", pool)
+    try:
+        yield
+    finally:
+        context.setLocalProperty("spark.scheduler.pool", previous)

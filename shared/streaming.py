@@ -147,6 +147,8 @@ def supervise(
     max_restarts: int,
     restart_backoff_s: float,
     report: Callable[[str], None],
+    on_status: Callable[[], None] | None = None,
+    status_lines: bool = True,
 ) -> dict[str, RunningTotals]:
     """Run the queries `starters` start (name -> start function) side by side.
 
@@ -154,6 +156,8 @@ def supervise(
     arrives; the queries still running are then stopped. A failed query is restarted from its
     checkpoint after `restart_backoff_s`, up to `max_restarts` times; after that the others are
     stopped cleanly and a LakehouseError carries the failed query's message.
+    Every `status_interval_s`: a status line per query (unless `status_lines` is off), then
+    `on_status` (the progress recorder's flush and console view), and once more at the end.
     """
     totals = {name: RunningTotals() for name in starters}
     restarts = dict.fromkeys(starters, 0)
@@ -192,15 +196,19 @@ def supervise(
                         del restart_at[name]
                         running[name] = starters[name]()
                 if time.monotonic() >= next_status:
-                    for name in running:
+                    for name in running if status_lines else ():
                         if totals[name].latest is not None:
                             report(status_line(name, totals[name].latest, totals[name]))
+                    if on_status is not None:
+                        on_status()
                     next_status = time.monotonic() + status_interval_s
                 stop.event.wait(0.25)
         finally:
             for name, query in running.items():
                 query.stop()
                 totals[name].add(query.recentProgress)
+            if on_status is not None:
+                on_status()
     return totals
 
 
