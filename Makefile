@@ -44,7 +44,7 @@ test: setup  ## all tests: unit and integration (real broker, Spark, Delta); abo
 test-unit: setup  ## only the fast unit tests
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
 
-demo: setup  ## broker, synthetic traffic, the fast path and its alerts, clean stop
+demo: setup  ## the whole story: broker, traffic, both paths, backfill, alerts, trends, check, reconcile, clean stop
 	@$(BIN)/lakehouse demo
 
 clean-run:  ## stop the embedded broker and delete .run/ (broker data, tables, checkpoints)

@@ -713,11 +713,13 @@ def build_parser() -> argparse.ArgumentParser:
     bench_backfill.set_defaults(handler=cmd_bench_backfill)
 
     demo = commands.add_parser(
-        "demo", parents=[common], help="the whole story so far, end to end, on the embedded default",
-        description="Start the embedded broker, run the fast path on fresh demo topics while synthetic traffic "
-        "with hot pages arrives, show the alerts and their time-to-alert, and stop what it started.")
-    demo.add_argument("--seconds", type=_positive(float), default=30.0, help="seconds of traffic (default 30)")
-    demo.add_argument("--rate", type=_positive(float), default=20_000.0, help="events per second (default 20000)")
+        "demo", parents=[common], help="the whole story, end to end, on the embedded default (a few minutes)",
+        description="Start the embedded broker, run both paths side by side on fresh demo topics while synthetic "
+        "traffic with hot pages (and a little late, duplicate and malformed data) arrives, backfill the medallion, "
+        "then show the alerts with time-to-alert, a trend query, the expectations and the reconciliation, and stop "
+        "what it started. Tables go under storage.root/demo.")
+    demo.add_argument("--seconds", type=_positive(float), default=60.0, help="seconds of traffic (default 60)")
+    demo.add_argument("--rate", type=_positive(float), default=8_000.0, help="events per second (default 8000)")
     demo.set_defaults(handler=cmd_demo)
 
     commands.add_parser("config", parents=[common], help="print the effective configuration (secrets masked)",

@@ -1,8 +1,10 @@
-"""`lakehouse demo`: what the product does so far, end to end, on the embedded default.
+"""`lakehouse demo`: the whole story, end to end, on the embedded default.
 
-Starts the embedded broker (unless one runs), runs the fast path on fresh demo topics while
-`lakehouse generate` sends shop traffic with three hot pages (and a little late, duplicate and
-malformed data), then shows the alerts with their time-to-alert, and stops what it started.
+Starts the embedded broker (unless one runs) and runs both paths side by side (`lakehouse run`) on
+fresh demo topics while `lakehouse generate` sends shop traffic with three hot pages (and a little
+late, duplicate and malformed data). Then a backfill catches the medallion up, and the demo shows
+the alerts with their time-to-alert, a trend query, the expectations and the reconciliation. It
+stops what it started and says where the tables, the Data Docs and the notebooks are.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import sys
 import time
 
 from shared.config import Config, with_overrides
+from shared.errors import LakehouseError
 
 DEMO_CLICKS = "demo-page-clicks"
 DEMO_ALERTS = "demo-hot-pages"
@@ -43,65 +46,105 @@ def _fresh_topics(config: Config) -> None:
 
 
 def run_demo(config: Config, seconds: float, rate: float) -> int:
+    from analytical import pipeline, trends
+    from analytical.checks import check
+    from analytical.reconciliation import reconcile
+    from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
     from operational import hot_pages
     from operational.alerts_topic import latest_alerts
     from operational.time_to_alert import time_to_alert
+    from shared import PROJECT_ROOT
     from shared.broker import EmbeddedBroker
+    from shared.checkpoints import exclusive
+    from shared.monitoring import TABLE, recording
     from shared.spark import spark_session
-    from shared.streaming import ProgressSummary, RunningTotals, status_line
+    from shared.streaming import supervise
 
     started_at = time.monotonic()
     config = with_overrides(config, [f"kafka.topics.clicks={DEMO_CLICKS}", f"kafka.topics.alerts={DEMO_ALERTS}",
                                      f"storage.root={config.path('demo')}", "operational.starting_offsets=earliest"])
-    shutil.rmtree(config.storage.root, ignore_errors=True)
+    names = [hot_pages.QUERY_NAME, *(stream.name for stream in pipeline.STREAMS)]
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
-    try:
-        _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
-        _say(f"   {broker.start()}")
-        _fresh_topics(config)
+    with exclusive(config.path(), names):  # refuses to start beside another demo on the same folder
+        shutil.rmtree(config.storage.root.removeprefix("file:") + "/", ignore_errors=True)
+        try:
+            _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
+            _say(f"   {broker.start()}")
+            _fresh_topics(config)
 
-        _say(f"\n== 2. the fast path, while {seconds:g} s of clicks arrive at {rate:,.0f}/s "
-             f"(3 hot pages over {config.hot_pages.threshold} per window; 1% late, 1% duplicate, 0.5% malformed)")
-        spark = spark_session(config)
-        query = hot_pages.start(spark, config)
-        while query.lastProgress is None:  # first (empty) micro-batch: state stores open, plan warm
-            time.sleep(0.2)
-        generator = subprocess.Popen(
-            [sys.executable, "-m", "shared.cli", "generate", "--seconds", str(seconds), "--rate", str(rate),
-             "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
-             "--malformed-fraction", "0.005", "--topic", DEMO_CLICKS,
-             f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"],
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        totals = RunningTotals()
-        while generator.poll() is None:
-            time.sleep(5)
-            latest = totals.add(query.recentProgress)
-            if latest:
-                _say("   " + status_line(hot_pages.QUERY_NAME, latest, totals))
-        sent = json.loads(generator.stdout.read())
-        query.processAllAvailable()
-        totals.add(query.recentProgress)
-        query.stop()
-        _say(f"   sent {sent['sent']:,} records at {sent['achieved_rate']:,.0f}/s; the fast path read "
-             f"{totals.rows:,}: {totals.invalid:,} invalid, {totals.dropped_by_watermark:,} too late")
+            _say(f"\n== 2. `lakehouse run`: both paths side by side while {seconds:g} s of clicks arrive at "
+                 f"{rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} per window; 1% late, "
+                 "1% duplicate, 0.5% malformed)")
+            spark = spark_session(config)
+            command = [sys.executable, "-m", "shared.cli", "generate", "--seconds", str(seconds), "--rate", str(rate),
+                       "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
+                       "--malformed-fraction", "0.005", "--topic", DEMO_CLICKS,
+                       f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
+            traffic: list[subprocess.Popen] = []
+            finished_at: list[float] = []
+            with recording(spark, config.path(*TABLE.split("/"))) as recorder:
+                next_view = time.monotonic()
 
-        _say("\n== 3. the alerts on the topic, one per window (highest count)")
-        book = latest_alerts(config.kafka, DEMO_ALERTS)
-        for alert in book.sorted():
-            _say(f"   {alert.window_start}  {alert.page_id:22s} {alert.click_count:>6,} clicks  id {alert.alert_id}")
-        _say(f"   {len(book.latest)} alerted windows, {book.records} alert records")
+                def status() -> None:
+                    nonlocal next_view
+                    if not traffic and len(recorder.latest) == len(names):  # every query is up: send
+                        _note("every query has run a micro-batch: the traffic starts")
+                        traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                                        text=True))
+                    if traffic and not finished_at and traffic[0].poll() is not None:
+                        finished_at.append(time.monotonic())
+                    if time.monotonic() >= next_view:
+                        recorder.flush()
+                        _say(recorder.console_view())
+                        next_view = time.monotonic() + 10
 
-        _say("\n== 4. time-to-alert: Kafka append of the click that crossed the threshold -> "
-             "Kafka append of the first alert")
-        figures = time_to_alert(spark, config)
-        _say(f"   p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
-             f"max {figures['max_ms']} ms over {figures['alerts']} windows "
-             f"({figures['missed_windows']} hot windows without an alert)")
-    finally:
-        if not was_running:
-            _say("\n== 5. clean stop")
-            broker.stop()
-    _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s. Next: `make test`; "
-         "`.venv/bin/lakehouse --help` lists the commands.")
+                starters = {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)} | pipeline.starters(spark, config)
+                supervise(starters, seconds=seconds + 180, status_interval_s=1, max_restarts=0,
+                          restart_backoff_s=config.operational.restart_backoff_s, report=_note, on_status=status,
+                          status_lines=False, until=lambda: bool(finished_at) and time.monotonic() > finished_at[0] + 10)
+            if not traffic:
+                raise LakehouseError("the demo's queries did not all start within the time allowed")
+            sent = json.loads(traffic[0].communicate()[0])
+            _say(f"   sent {sent['sent']:,} records at {sent['achieved_rate']:,.0f}/s")
+
+            _say("\n== 3. a backfill catches the medallion up (`lakehouse analytical --available-now`)")
+            for run in pipeline.backfill(spark, config, _note):
+                _say(f"   {run.name:24s} {run.rows:>9,} rows in {run.seconds:5.1f} s")
+
+            _say("\n== 4. the alerts, one per window (highest count), and their time-to-alert")
+            book = latest_alerts(config.kafka, DEMO_ALERTS)
+            for alert in book.sorted()[:6]:
+                _say(f"   {alert.window_start}  {alert.page_id:22s} {alert.click_count:>6,} clicks")
+            _say(f"   ... {len(book.latest)} alerted windows, {book.records} alert records")
+            figures = time_to_alert(spark, config)
+            _say(f"   time-to-alert (Kafka append of the crossing click -> Kafka append of the alert): "
+                 f"p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
+                 f"max {figures['max_ms']} ms over {figures['alerts']} windows")
+
+            _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
+            windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S)
+            rows, _ = trends.answer(trends.top_pages(windows, 5))
+            for row in rows:
+                _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
+
+            _say("\n== 6. the expectations (`lakehouse check`)")
+            results, docs = check(spark, config, _note)
+            failed = [row for row in results if not row["success"]]
+            _say(f"   {len(results) - len(failed)} of {len(results)} expectations passed"
+                 + (f"; failed: {', '.join(row['expectation'] for row in failed)}" if failed else ""))
+
+            _say("\n== 7. the reconciliation of alerts against gold (`lakehouse reconcile`)")
+            verdict = reconcile(spark, config)
+            _say(f"   windows compared {verdict['windowsCompared']}, matched {verdict['matched']}, pending "
+                 f"{verdict['pending']}, by cause {verdict['byCause']}, unexplained {verdict['unexplained']}: "
+                 + ("consistent" if verdict["consistent"] else "NOT consistent"))
+        finally:
+            if not was_running:
+                _say("\n== 8. clean stop")
+                broker.stop()
+    _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s.")
+    _say(f"   tables:     {config.storage.root} (bronze, silver, gold, ops/stream_progress)")
+    _say(f"   Data Docs:  {docs}")
+    _say(f"   notebooks:  {PROJECT_ROOT / 'notebooks'} (they read the embedded default's tables)")
     return 0

@@ -149,6 +149,7 @@ def supervise(
     report: Callable[[str], None],
     on_status: Callable[[], None] | None = None,
     status_lines: bool = True,
+    until: Callable[[], bool] | None = None,
 ) -> dict[str, RunningTotals]:
     """Run the queries `starters` start (name -> start function) side by side.
 
@@ -158,6 +159,7 @@ def supervise(
     stopped cleanly and a LakehouseError carries the failed query's message.
     Every `status_interval_s`: a status line per query (unless `status_lines` is off), then
     `on_status` (the progress recorder's flush and console view), and once more at the end.
+    `until`: stop as soon as it returns True (checked at each status interval).
     """
     totals = {name: RunningTotals() for name in starters}
     restarts = dict.fromkeys(starters, 0)
@@ -171,8 +173,9 @@ def supervise(
                 report(f"[{name}] started (query id {running[name].id})")
             next_status = time.monotonic() + status_interval_s
             while running or restart_at:
-                if stop.event.is_set() or (deadline and time.monotonic() >= deadline):
-                    why = "stop requested" if stop.event.is_set() else f"{seconds:g} s elapsed"
+                done = until is not None and time.monotonic() >= next_status and until()
+                if stop.event.is_set() or (deadline and time.monotonic() >= deadline) or done:
+                    why = "stop requested" if stop.event.is_set() else "done" if done else f"{seconds:g} s elapsed"
                     report(f"[{', '.join(running)}] {why}: stopping")
                     break
                 for name, query in list(running.items()):
