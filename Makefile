@@ -23,7 +23,7 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	@echo "setup: virtualenv and Python packages (first run downloads pyspark, ~1-2 min)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
-	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
+	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,notebooks]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
 $(JARS)/spark/.resolved: pom.xml

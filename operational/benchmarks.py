@@ -43,8 +43,13 @@ def _progress(message: str) -> None:
 
 
 def run_once(config: Config, settings: list[str], rate: float, seconds: float, hot_pages: int,
-             measure_latency: bool, sample_every_s: float, drain_timeout_s: float) -> dict[str, Any]:
-    """Start the fast path, offer `rate` events/s for `seconds`, wait until it drained, measure."""
+             measure_latency: bool, sample_every_s: float, drain_timeout_s: float,
+             with_medallion: bool = False) -> dict[str, Any]:
+    """Start the fast path, offer `rate` events/s for `seconds`, wait until it drained, measure.
+
+    `with_medallion`: the four medallion streams run beside it in the same application (as under
+    `lakehouse run`, FAIR pools), started and past their first micro-batch before the load begins.
+    """
     from operational import hot_pages as fast_path
     from operational.time_to_alert import time_to_alert
     from shared.kafka import consumer_for, ensure_topics
@@ -61,6 +66,13 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     query = fast_path.start(spark, config)
     _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
+    medallion = []
+    if with_medallion:
+        from analytical import pipeline
+
+        medallion = [start() for start in pipeline.starters(spark, config).values()]
+        for stream in medallion:
+            _wait(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
 
     offsets = consumer_for(config.kafka)
     from kafka import TopicPartition
@@ -105,6 +117,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
     drain_s = time.monotonic() - drain_started
     collect()
+    for stream in medallion:
+        stream.stop()
     query.stop()
     offsets.close()
 
@@ -143,12 +157,16 @@ def _wait(condition, timeout_s: float, what: str, query) -> None:
 
 
 def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
-           latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600) -> dict[str, Any]:
+           latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
+           with_medallion: bool = False) -> dict[str, Any]:
     command = [sys.executable, "-m", "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
                "--seconds", str(seconds), "--hot-pages", str(hot_pages), "--sample-every", str(sample_every_s),
                "--drain-timeout", str(drain_timeout_s), *settings]
     if latency:
         command.append("--latency")
+    if with_medallion:
+        command.append("--with-medallion")
+        profile = f"{profile} with the medallion"
     _progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s ...")
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
@@ -156,10 +174,20 @@ def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_p
     return json.loads(done.stdout)
 
 
-def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, profiles: list[str]) -> dict[str, Any]:
+WITH_MEDALLION = "tuned+medallion"
+#: The isolation target: p99 time-to-alert with the medallion beside the fast path, over p99 alone.
+ISOLATION_TARGET = 1.2
+
+
+def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, profiles: list[str],
+            with_medallion: bool = False) -> dict[str, Any]:
+    """Time-to-alert per profile; with `with_medallion`, the fast path alone ("tuned") against the same
+    with the medallion streams beside it ("tuned+medallion"), and their p99 ratio."""
     results = {}
-    for profile in profiles:
-        run = _child(profile, settings, rate, seconds, hot_pages, latency=True)
+    runs = [(name, False) for name in profiles] if not with_medallion else [("tuned", False), (WITH_MEDALLION, True)]
+    for profile, medallion in runs:
+        run = _child("tuned" if medallion else profile, settings, rate, seconds, hot_pages, latency=True,
+                     with_medallion=medallion)
         results[profile] = {key: run[key] for key in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts", "input_rate")} | {
             "details": {key: value for key, value in run.items()
                         if key not in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts", "input_rate", "samples")}
@@ -170,7 +198,10 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     for profile, result in results.items():
         if profile != "tuned" and tuned and result.get("p99_ms") is not None:
             ratios[f"{profile}_p99_over_tuned"] = round(result["p99_ms"] / tuned, 2)
-    return {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "configs": results, "ratios": ratios}
+    report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "configs": results, "ratios": ratios}
+    if with_medallion and f"{WITH_MEDALLION}_p99_over_tuned" in ratios:
+        report["isolation_target_met"] = ratios[f"{WITH_MEDALLION}_p99_over_tuned"] <= ISOLATION_TARGET
+    return report
 
 
 def throughput(settings: list[str], rates: list[float], seconds: float, hot_pages: int) -> dict[str, Any]:
@@ -231,6 +262,7 @@ def _main() -> int:
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--hot-pages", type=int, required=True)
     parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--with-medallion", action="store_true")
     parser.add_argument("--sample-every", type=float, default=1.0)
     parser.add_argument("--drain-timeout", type=float, default=600)
     parser.add_argument("--config")
@@ -239,7 +271,7 @@ def _main() -> int:
     settings = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
     config = load_config(args.config, [*args.overrides, *PROFILES[args.profile]])
     result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
-                      args.sample_every, args.drain_timeout)
+                      args.sample_every, args.drain_timeout, args.with_medallion)
     print(json.dumps(result))
     return 0
 

@@ -416,7 +416,8 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     unknown = sorted(set(profiles) - set(PROFILES))
     if unknown:
         raise LakehouseError(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
-    print(json.dumps(latency(_passthrough(args), args.rate, args.seconds, args.hot_pages, profiles), indent=2))
+    print(json.dumps(latency(_passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
+                             with_medallion=args.with_medallion), indent=2))
     return 0
 
 
@@ -686,6 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_latency.add_argument("--hot-pages", type=int, default=8, help="hot pages in the load (default 8)")
     bench_latency.add_argument("--configs", default="tuned,spark-defaults,seed",
                                help="comma-separated: tuned, spark-defaults, seed (default: all three)")
+    bench_latency.add_argument("--with-medallion", action="store_true",
+                               help="instead of --configs: the fast path alone against the fast path with the four "
+                               "medallion streams beside it in one application (FAIR pools), p99 ratio (target 1.2)")
     bench_latency.set_defaults(handler=cmd_bench_latency)
     bench_throughput = bench_commands.add_parser(
         "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",

@@ -1,0 +1,46 @@
+"""What the notebooks in notebooks/ share: their configuration, a Spark session, and traffic.
+
+Every notebook starts with `setting_up()`: the embedded default (or $LAKEHOUSE_CONFIG on top of
+it), its own topics and a `notebooks` folder under the storage root, so that running them never
+touches the demo's or a real deployment's data; the embedded broker is started when none answers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.config import Config, load_config, with_overrides
+
+CLICKS = "notebook-page-clicks"
+ALERTS = "notebook-hot-pages"
+
+
+def setting_up() -> tuple[Config, Any]:
+    """(config, spark) for a notebook; the broker is started if none answers, the topics created."""
+    from shared.broker import EmbeddedBroker
+    from shared.kafka import broker_answers, ensure_topics
+    from shared.spark import spark_session
+
+    base = load_config()
+    config = with_overrides(base, [f"kafka.topics.clicks={CLICKS}", f"kafka.topics.alerts={ALERTS}",
+                                   f"storage.root={base.path('notebooks')}", "operational.starting_offsets=earliest",
+                                   "hot_pages.threshold=500"])
+    if not broker_answers(config.kafka.bootstrap_servers, timeout_s=3):
+        EmbeddedBroker(config, log=print).start()
+    ensure_topics(config.kafka, [CLICKS, ALERTS], timestamp_type="LogAppendTime")
+    return config, spark_session(config)
+
+
+def send_traffic(config: Config, seconds: float = 20, rate: float = 3000, hot_pages: int = 3) -> dict[str, int]:
+    """`seconds` of generated clicks at `rate` (paced), with hot pages and a little bad data."""
+    from shared.generator import ClickGenerator, TrafficSpec, send
+    from shared.kafka import producer_for
+
+    spec = TrafficSpec.for_config(config, rate, hot_pages=hot_pages, late_fraction=0.01, duplicate_fraction=0.01,
+                                  malformed_fraction=0.005, seed=7)
+    producer = producer_for(config.kafka)
+    try:
+        counts, _ = send(ClickGenerator(spec), producer, CLICKS, int(seconds * rate), paced=True)
+    finally:
+        producer.close()
+    return dict(counts.by_kind)
