@@ -15,7 +15,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from typing import Any
@@ -76,19 +75,14 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         for stream in medallion:
             _wait(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
     elif with_medallion == "separate":
-        separate = subprocess.Popen(
-            ["nice", "-n", "19", sys.executable, "-m", "shared.cli", "analytical", *settings,
-             f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        log = separate.stderr
-        started = set()
-        while len(started) < 4:  # "[<query>] batch N: ..." status lines: each stream has run a batch
-            line = log.readline()
-            if not line:
-                raise RuntimeError("the separate medallion process ended before its streams ran")
-            if line.startswith("[") and "] batch " in line:
-                started.add(line[1:line.index("]")])
-        threading.Thread(target=log.read, daemon=True).start()  # keep draining its stderr
+        from shared.side_by_side import MedallionProcess
+
+        separate = MedallionProcess([*settings, f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
+                                    relay=lambda line: None)
+        _wait(lambda: len(separate.streams_with_progress) == 4 or separate.ended, 300,
+              "the separate medallion's first batches", query)
+        if separate.ended:
+            raise RuntimeError(f"the separate medallion process ended: {separate.failed}")
 
     offsets = consumer_for(config.kafka)
     from kafka import TopicPartition
@@ -136,8 +130,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     for stream in medallion:
         stream.stop()
     if separate is not None:
-        separate.terminate()
-        separate.wait(timeout=120)
+        separate.stop()
     query.stop()
     offsets.close()
 

@@ -236,27 +236,30 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
-    from analytical import pipeline
     from operational import hot_pages
     from shared.kafka import ensure_topics
+    from shared.side_by_side import MedallionProcess
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    names = [hot_pages.QUERY_NAME, *(stream.name for stream in pipeline.STREAMS)]
     settings = config.operational
-    with _monitored(config, names) as (spark, recorder):
-        _stderr(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} (pool "
-                f"operational), the medallion under {config.storage.root} (pool analytical); progress to "
-                f"{recorder.path}")
-        starters = {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)} | pipeline.starters(spark, config)
+    with _monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
+        _stderr(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
+                f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
+        medallion = MedallionProcess(_passthrough(args), relay=_stderr)
+        try:
+            def status() -> None:
+                recorder.flush()
+                _stderr(recorder.console_view())
 
-        def status() -> None:
-            recorder.flush()
-            _stderr(recorder.console_view())
-
-        supervise(starters, seconds=args.seconds, status_interval_s=settings.status_interval_s,
-                  max_restarts=settings.max_restarts, restart_backoff_s=settings.restart_backoff_s,
-                  report=_stderr, on_status=status, status_lines=False)
+            supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, seconds=args.seconds,
+                      status_interval_s=settings.status_interval_s, max_restarts=settings.max_restarts,
+                      restart_backoff_s=settings.restart_backoff_s, report=_stderr, on_status=status,
+                      status_lines=False, until=lambda: medallion.ended)
+        finally:
+            medallion.stop()
+        if medallion.failed:
+            raise LakehouseError(medallion.failed)
     _stderr("stopped; `lakehouse status` summarises the recorded progress")
     return 0
 
@@ -449,7 +452,7 @@ def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from shared.demo import run_demo
 
-    return run_demo(config, seconds=args.seconds, rate=args.rate)
+    return run_demo(config, seconds=args.seconds, rate=args.rate, config_args=_passthrough(args))
 
 
 # -- config ----------------------------------------------------------------------------------
@@ -604,10 +607,10 @@ def build_parser() -> argparse.ArgumentParser:
     analytical.set_defaults(handler=cmd_analytical)
 
     run = commands.add_parser(
-        "run", parents=[common], help="both paths side by side in one Spark application",
-        description="Start the hot-pages stream and the four medallion streams together, in one Spark application "
-        "with FAIR scheduler pools (the fast path's first, conf/fairscheduler.xml). Every query's progress goes to "
-        "the Delta table ops/stream_progress and to a console view every operational.status_interval_s. "
+        "run", parents=[common], help="both paths side by side: the fast path, and the medallion at low priority",
+        description="Start the hot-pages stream here and the four medallion streams beside it as a separate "
+        "`lakehouse analytical` process under `nice -n 19` (it measured better than one application with FAIR pools: "
+        "README). Every query's progress goes to the Delta table ops/stream_progress, and to a console view. "
         "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
         "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
     run.add_argument("--seconds", type=_positive(float), help="stop after this long (default: until stopped)")

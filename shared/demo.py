@@ -45,7 +45,7 @@ def _fresh_topics(config: Config) -> None:
     ensure_topics(config.kafka, topics, timestamp_type="LogAppendTime")
 
 
-def run_demo(config: Config, seconds: float, rate: float) -> int:
+def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]) -> int:
     from analytical import pipeline, trends
     from analytical.checks import check
     from analytical.reconciliation import reconcile
@@ -57,13 +57,16 @@ def run_demo(config: Config, seconds: float, rate: float) -> int:
     from shared.broker import EmbeddedBroker
     from shared.checkpoints import exclusive
     from shared.monitoring import TABLE, recording
+    from shared.side_by_side import MedallionProcess
     from shared.spark import spark_session
     from shared.streaming import supervise
 
     started_at = time.monotonic()
-    config = with_overrides(config, [f"kafka.topics.clicks={DEMO_CLICKS}", f"kafka.topics.alerts={DEMO_ALERTS}",
-                                     f"storage.root={config.path('demo')}", "operational.starting_offsets=earliest"])
-    names = [hot_pages.QUERY_NAME, *(stream.name for stream in pipeline.STREAMS)]
+    demo_settings = [f"kafka.topics.clicks={DEMO_CLICKS}", f"kafka.topics.alerts={DEMO_ALERTS}",
+                     f"storage.root={config.path('demo')}", "operational.starting_offsets=earliest"]
+    config = with_overrides(config, demo_settings)
+    medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
+    names = [hot_pages.QUERY_NAME]
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
     with exclusive(config.path(), names):  # refuses to start beside another demo on the same folder
@@ -73,7 +76,7 @@ def run_demo(config: Config, seconds: float, rate: float) -> int:
             _say(f"   {broker.start()}")
             _fresh_topics(config)
 
-            _say(f"\n== 2. `lakehouse run`: both paths side by side while {seconds:g} s of clicks arrive at "
+            _say(f"\n== 2. `lakehouse run`: the fast path, and the medallion as a low-priority process, while {seconds:g} s of clicks arrive at "
                  f"{rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} per window; 1% late, "
                  "1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
@@ -86,9 +89,11 @@ def run_demo(config: Config, seconds: float, rate: float) -> int:
             with recording(spark, config.path(*TABLE.split("/"))) as recorder:
                 next_view = time.monotonic()
 
+                medallion = MedallionProcess(medallion_args, relay=_note)
+
                 def status() -> None:
                     nonlocal next_view
-                    if not traffic and len(recorder.latest) == len(names):  # every query is up: send
+                    if not traffic and recorder.latest and len(medallion.streams_with_progress) == len(pipeline.STREAMS):
                         _note("every query has run a micro-batch: the traffic starts")
                         traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                         text=True))
@@ -99,10 +104,15 @@ def run_demo(config: Config, seconds: float, rate: float) -> int:
                         _say(recorder.console_view())
                         next_view = time.monotonic() + 10
 
-                starters = {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)} | pipeline.starters(spark, config)
-                supervise(starters, seconds=seconds + 180, status_interval_s=1, max_restarts=0,
-                          restart_backoff_s=config.operational.restart_backoff_s, report=_note, on_status=status,
-                          status_lines=False, until=lambda: bool(finished_at) and time.monotonic() > finished_at[0] + 10)
+                try:
+                    supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, seconds=seconds + 180,
+                              status_interval_s=1, max_restarts=0, restart_backoff_s=config.operational.restart_backoff_s,
+                              report=_note, on_status=status, status_lines=False,
+                              until=lambda: medallion.ended or (bool(finished_at) and time.monotonic() > finished_at[0] + 10))
+                finally:
+                    medallion.stop()
+                if medallion.failed:
+                    raise LakehouseError(medallion.failed)
             if not traffic:
                 raise LakehouseError("the demo's queries did not all start within the time allowed")
             sent = json.loads(traffic[0].communicate()[0])
