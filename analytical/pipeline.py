@@ -101,7 +101,7 @@ def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], Stre
 
 
 def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report,
-                     on_status: Callable[[], None] | None = None) -> None:
+                     on_status: Callable[[], None] | None = None, status_lines: bool = True) -> None:
     """All streams side by side on their layer's trigger, until stopped or `seconds` pass."""
     settings = config.analytical
     supervise(
@@ -112,6 +112,7 @@ def run_continuously(spark: SparkSession, config: Config, seconds: float | None,
         restart_backoff_s=settings.restart_backoff_s,
         report=report,
         on_status=on_status,
+        status_lines=status_lines,
     )
 
 

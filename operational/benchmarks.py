@@ -78,7 +78,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         from shared.side_by_side import MedallionProcess
 
         separate = MedallionProcess([*settings, f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
-                                    relay=lambda line: None)
+                                    config.analytical.niceness, relay=lambda line: None)
         _wait(lambda: len(separate.streams_with_progress) == 4 or separate.ended, 300,
               "the separate medallion's first batches", query)
         if separate.ended:

@@ -224,10 +224,12 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     from shared.kafka import ensure_topics
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
-    with _monitored(config, [stream.name for stream in pipeline.STREAMS]) as (spark, recorder):
+    echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
+    with _monitored(config, [stream.name for stream in pipeline.STREAMS], echo) as (spark, recorder):
         _stderr(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
         if not args.available_now:
-            pipeline.run_continuously(spark, config, args.seconds, _stderr, on_status=recorder.flush)
+            pipeline.run_continuously(spark, config, args.seconds, _stderr, on_status=recorder.flush,
+                                      status_lines=not args.progress_json)
             return 0
         runs = pipeline.backfill(spark, config, _stderr)
     _print_rows([run.as_dict() for run in runs],
@@ -246,7 +248,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     with _monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
         _stderr(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
-        medallion = MedallionProcess(_passthrough(args), relay=_stderr)
+        medallion = MedallionProcess(_passthrough(args), config.analytical.niceness, relay=_stderr,
+                                     on_progress=recorder.show)
         try:
             def status() -> None:
                 recorder.flush()
@@ -287,16 +290,17 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _monitored(config: Config, query_names: list[str]) -> Iterator[tuple[Any, Any]]:
+def _monitored(config: Config, query_names: list[str],
+               echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
     """The checkpoints of `query_names` held by this process, a SparkSession, and every query's
-    progress recorded to ops/stream_progress while the block runs."""
+    progress recorded to ops/stream_progress (and given to `echo`) while the block runs."""
     from shared.checkpoints import exclusive
     from shared.monitoring import TABLE, recording
     from shared.spark import spark_session
 
     with exclusive(config.storage.root, query_names):
         spark = spark_session(config)
-        with recording(spark, config.path(*TABLE.split("/"))) as recorder:
+        with recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
             yield spark, recorder
 
 
@@ -604,6 +608,9 @@ def build_parser() -> argparse.ArgumentParser:
     analytical.add_argument("--available-now", action="store_true", help="backfill: process what is there, then exit")
     analytical.add_argument("--seconds", type=_positive(float), help="continuous: stop after this long")
     analytical.add_argument("--format", choices=["table", "json"], default="table", help="backfill summary format")
+    analytical.add_argument("--progress-json", action="store_true",
+                            help="continuous: print each progress report as one JSON line on stdout instead of status "
+                            "lines on stderr (how `lakehouse run` shows this process's queries in its console view)")
     analytical.set_defaults(handler=cmd_analytical)
 
     run = commands.add_parser(

@@ -201,6 +201,7 @@ class AnalyticalConfig(KafkaSourceSettings):
     max_files_per_trigger: int = Field(gt=0)
     state_changelog_checkpointing: bool
     vacuum_retention: Duration
+    niceness: int = Field(ge=0, le=19)
 
 
 ExpectationPolicy = Literal["warn", "drop", "fail"]

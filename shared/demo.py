@@ -76,9 +76,9 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
             _say(f"   {broker.start()}")
             _fresh_topics(config)
 
-            _say(f"\n== 2. `lakehouse run`: the fast path, and the medallion as a low-priority process, while {seconds:g} s of clicks arrive at "
-                 f"{rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} per window; 1% late, "
-                 "1% duplicate, 0.5% malformed)")
+            _say(f"\n== 2. `lakehouse run`: the fast path, and the medallion as a low-priority process, while "
+                 f"{seconds:g} s of clicks arrive at {rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} "
+                 "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
             command = [sys.executable, "-m", "shared.cli", "generate", "--seconds", str(seconds), "--rate", str(rate),
                        "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
@@ -89,11 +89,12 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
             with recording(spark, config.path(*TABLE.split("/"))) as recorder:
                 next_view = time.monotonic()
 
-                medallion = MedallionProcess(medallion_args, relay=_note)
+                medallion = MedallionProcess(medallion_args, config.analytical.niceness, relay=_note,
+                                             on_progress=recorder.show)
 
                 def status() -> None:
                     nonlocal next_view
-                    if not traffic and recorder.latest and len(medallion.streams_with_progress) == len(pipeline.STREAMS):
+                    if not traffic and len(recorder.latest) == len(names) + len(pipeline.STREAMS):  # all are up
                         _note("every query has run a micro-batch: the traffic starts")
                         traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                         text=True))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -65,11 +65,16 @@ def progress_row(progress: Any) -> tuple:
 
 
 class ProgressRecorder(StreamingQueryListener):
-    """Queues every progress of every query of the session; `flush` writes them to ops/stream_progress."""
+    """Queues every progress of every query of the session; `flush` writes them to ops/stream_progress.
 
-    def __init__(self, spark: SparkSession, path: str):
+    `echo`, when given, also receives each progress as its JSON text: `lakehouse analytical
+    --progress-json` prints them for `lakehouse run`, whose console view `show`s them.
+    """
+
+    def __init__(self, spark: SparkSession, path: str, echo: Callable[[str], None] | None = None):
         self.spark = spark
         self.path = path
+        self._echo = echo
         self._queue: deque[tuple] = deque()
         self._lock = threading.Lock()
         self.latest: dict[str, tuple] = {}  # query name -> its newest row (the console view)
@@ -81,6 +86,14 @@ class ProgressRecorder(StreamingQueryListener):
         row = progress_row(event.progress)
         with self._lock:
             self._queue.append(row)
+            self.latest[row[1]] = row
+        if self._echo:
+            self._echo(event.progress.json)
+
+    def show(self, progress: dict[str, Any]) -> None:
+        """Put another process's query in the console view (that process records its own progress)."""
+        row = progress_row(progress)
+        with self._lock:
             self.latest[row[1]] = row
 
     def onQueryIdle(self, event: Any) -> None:
@@ -120,9 +133,10 @@ class ProgressRecorder(StreamingQueryListener):
 
 
 @contextmanager
-def recording(spark: SparkSession, path: str) -> Iterator[ProgressRecorder]:
+def recording(spark: SparkSession, path: str,
+              echo: Callable[[str], None] | None = None) -> Iterator[ProgressRecorder]:
     """Record every query's progress to the Delta table at `path` while the block runs."""
-    recorder = ProgressRecorder(spark, path)
+    recorder = ProgressRecorder(spark, path, echo)
     spark.streams.addListener(recorder)
     try:
         yield recorder

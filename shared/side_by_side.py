@@ -1,46 +1,61 @@
 """The medallion beside the fast path, as a separate, lower-priority application.
 
-Measured (`lakehouse bench latency --with-medallion`, README): with the four medallion streams in
-the fast path's own Spark application, FAIR pools and all, p99 time-to-alert was 2.09 times the
-fast path's alone on 2 cores; with the medallion as its own `lakehouse analytical` process under
-`nice -n 19`, 0.93. A running medallion task and a Delta MERGE's driver work hold the shared
-JVM's cores; a separate low-priority process yields the machine whenever the fast path has work.
-So `lakehouse run`, the demo and the benchmark start it this way.
+Measured (`lakehouse bench latency --with-medallion`, README "Isolation"): with the four medallion
+streams in the fast path's own Spark application, FAIR pools and all, p99 time-to-alert was 2.09
+times the fast path's alone on 2 cores; with the medallion as its own `lakehouse analytical`
+process under `nice -n 19`, 0.93. FAIR pools only order tasks that wait: a medallion task already
+running, and a Delta MERGE's driver work, still hold the shared JVM's cores. A separate
+low-priority process yields the machine whenever the fast path has work. So `lakehouse run`, the
+demo and the benchmark start the medallion this way (`analytical.niceness`).
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Sequence
-
-NICENESS = 19
+from typing import Any
 
 
 class MedallionProcess:
-    """`lakehouse analytical` (continuous) in a child process under `nice`, its stderr relayed."""
+    """`lakehouse analytical --progress-json` in a child process under `nice`.
 
-    def __init__(self, config_args: Sequence[str], relay: Callable[[str], None]):
+    Its stderr lines go to `relay`; its progress reports (JSON lines on its stdout) to `on_progress`.
+    The child records its own progress to ops/stream_progress and holds its own checkpoint locks.
+    """
+
+    def __init__(self, config_args: Sequence[str], niceness: int, relay: Callable[[str], None],
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
         self._process = subprocess.Popen(
-            ["nice", "-n", str(NICENESS), sys.executable, "-m", "shared.cli", "analytical", *config_args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            ["nice", "-n", str(niceness), sys.executable, "-m", "shared.cli", "analytical", "--progress-json",
+             *config_args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             start_new_session=True,  # a terminal's Ctrl-C reaches the parent, which stops it in order
         )
         self.last_error: str | None = None
         self.streams_with_progress: set[str] = set()
         self._relay = relay
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
+        self._on_progress = on_progress
+        self._readers = [threading.Thread(target=self._read_errors, daemon=True),
+                         threading.Thread(target=self._read_progress, daemon=True)]
+        for reader in self._readers:
+            reader.start()
 
-    def _read(self) -> None:
+    def _read_errors(self) -> None:
         for line in self._process.stderr:
             line = line.rstrip("\n")
             if line.startswith("error: "):
                 self.last_error = line.removeprefix("error: ")
-            elif line.startswith("[") and "] batch " in line:
-                self.streams_with_progress.add(line[1:line.index("]")])
             self._relay(line)
+
+    def _read_progress(self) -> None:
+        for line in self._process.stdout:
+            if line.startswith("{"):  # anything else a library prints is not ours
+                progress = json.loads(line)
+                self.streams_with_progress.add(progress.get("name"))
+                self._on_progress(progress)
 
     @property
     def ended(self) -> bool:
@@ -51,7 +66,7 @@ class MedallionProcess:
         """Its error when it ended with one (it prints `error: ...` last)."""
         if self._process.poll() in (None, 0):
             return None
-        self._reader.join(timeout=10)
+        self._join()
         return self.last_error or f"the medallion process exited with {self._process.returncode}"
 
     def stop(self, timeout_s: float = 120) -> None:
@@ -63,4 +78,8 @@ class MedallionProcess:
             except subprocess.TimeoutExpired:
                 self._process.kill()
                 self._process.wait()
-        self._reader.join(timeout=10)
+        self._join()
+
+    def _join(self) -> None:
+        for reader in self._readers:
+            reader.join(timeout=10)

@@ -17,12 +17,14 @@ def run_lakehouse(*args: str, env: dict | None = None, timeout: float = 300) -> 
     return subprocess.run([LAKEHOUSE, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.1) -> None:
+    """Poll `condition` every `every_s` until it holds; a costly condition (a Spark read) should
+    poll slowly, or it takes the cores from the processes it waits for."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if condition():
             return
-        time.sleep(0.1)
+        time.sleep(every_s)
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
