@@ -34,6 +34,10 @@ HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateS
 LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 
 
+#: The driver's thread stack size (see spark_conf).
+THREAD_STACK = "64m"
+
+
 def spark_conf(config: Config) -> dict[str, str]:
     """The Spark settings for `config`, as data (what `spark_session` applies, in order)."""
     spark = config.spark
@@ -42,7 +46,16 @@ def spark_conf(config: Config) -> dict[str, str]:
         "spark.app.name": spark.app_name,
         "spark.driver.memory": spark.driver_memory,
         "spark.jars": ",".join(str(jar) for jar in jars("spark")),
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf' / 'log4j2.properties'}",
+        "spark.driver.extraJavaOptions": " ".join([
+            f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf' / 'log4j2.properties'}",
+            # A query stopped while its foreachBatch function is in the JVM gets an interrupt that
+            # comes back through Py4J as a Python traceback holding the whole Java stack trace.
+            # Spark matches it against StreamExecution.PROXY_ERROR, `((.|\r\n|\r|\n)*)...`, which
+            # java.util.regex matches by recursion, a few frames per character: with the default
+            # 1 MB thread stack the stop ends in a StackOverflowError on the stream thread
+            # (reproduced: a MERGE in foreachBatch stopped mid-batch, 4 stops of 4).
+            f"-Xss{THREAD_STACK}",
+        ]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",

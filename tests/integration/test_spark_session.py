@@ -24,3 +24,16 @@ def test_session_settings_come_from_config(spark, config):
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
     assert conf.get("spark.sql.streaming.checkpointFileManagerClass").endswith("FileSystemBasedCheckpointFileManager")
+
+
+def test_a_stop_during_a_foreach_batch_call_is_recognised_without_overflowing_the_stack(spark):
+    """Stopping a query while its foreachBatch function is in the JVM hands Spark a Python traceback
+    holding the whole Java stack trace; Spark's own pattern for recognising that as a stop recurses
+    per character. With Java's default 1 MB thread stack this 90 KB message overflows (the stream
+    thread dies with a StackOverflowError); the session's thread stack must hold it."""
+    proxy_error = spark._jvm.org.apache.spark.sql.execution.streaming.runtime.StreamExecution.PROXY_ERROR()
+    traceback = ("py4j.protocol.Py4JJavaError: An error occurred while calling o42.execute.\n"
+                 + "\tat org.apache.spark.sql.delta.commands.MergeIntoCommand.run(MergeIntoCommand.scala:123)\n" * 1000
+                 + "java.lang.InterruptedException")
+
+    assert proxy_error.findFirstIn(traceback).isDefined()
