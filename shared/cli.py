@@ -616,8 +616,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run", parents=[common], help="both paths side by side: the fast path, and the medallion at low priority",
         description="Start the hot-pages stream here and the four medallion streams beside it as a separate "
-        "`lakehouse analytical` process under `nice -n 19` (it measured better than one application with FAIR pools: "
-        "README). Every query's progress goes to the Delta table ops/stream_progress, and to a console view. "
+        "`lakehouse analytical` process under `nice -n <analytical.niceness>` (it measured better than one application "
+        "with FAIR pools: README). Every query's progress goes to the Delta table ops/stream_progress, and to one "
+        "console view of both processes' queries. "
         "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
         "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
     run.add_argument("--seconds", type=_positive(float), help="stop after this long (default: until stopped)")
