@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 
 import pytest
@@ -81,3 +82,18 @@ def test_a_broker_that_is_down_stops_run_at_once_with_a_clear_message(config_ove
 
     assert result.returncode != 0
     assert "no Kafka broker answers at 127.0.0.1:" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_the_demo_stops_at_once_with_a_clear_message_when_its_broker_cannot_start(tmp_path):
+    with socket.socket() as squatter:  # something that is not a Kafka broker holds the demo's port
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        result = run_lakehouse("demo", f"--set=kafka.bootstrap_servers=127.0.0.1:{port}",
+                               f"--set=broker.run_dir={tmp_path / 'broker'}", f"--set=storage.root={tmp_path / 'lake'}",
+                               timeout=120)
+
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: port {port} on 127.0.0.1 is in use")
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "lake" / "demo").exists(), "nothing started: no tables, no checkpoints"
