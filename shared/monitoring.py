@@ -14,6 +14,7 @@ terminates with an error adds a row with `error` set.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -110,13 +111,30 @@ class ProgressRecorder(StreamingQueryListener):
     def _name_of(self, query_id: str) -> str | None:
         return next((row[1] for row in self.latest.values() if row[2] == query_id), None)
 
+    def create_table(self) -> None:
+        """Create the table if it is missing, before any query runs: under `lakehouse run` two
+        processes append to it, and two first commits would race for version 0."""
+        from delta.tables import DeltaTable
+
+        if not DeltaTable.isDeltaTable(self.spark, self.path):
+            self.spark.createDataFrame([], SCHEMA).write.format("delta").mode("append").save(self.path)
+
     def flush(self) -> int:
-        """Append what is queued in one commit; the number of rows written."""
+        """Append what is queued in one commit; the number of rows written. A failed append keeps
+        the rows for the next flush: monitoring never stops the queries it watches."""
         with self._lock:
             rows = list(self._queue)
             self._queue.clear()
-        if rows:
+        if not rows:
+            return 0
+        try:
             self.spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append").save(self.path)
+        except Exception as error:  # a storage hiccup: said, and retried next time
+            with self._lock:
+                self._queue.extendleft(reversed(rows))
+            print(f"warning: could not append {len(rows)} progress rows to {self.path} (kept for the next try): "
+                  f"{str(error).splitlines()[0]}", file=sys.stderr, flush=True)
+            return 0
         return len(rows)
 
     def console_view(self) -> str:
@@ -137,6 +155,7 @@ def recording(spark: SparkSession, path: str,
               echo: Callable[[str], None] | None = None) -> Iterator[ProgressRecorder]:
     """Record every query's progress to the Delta table at `path` while the block runs."""
     recorder = ProgressRecorder(spark, path, echo)
+    recorder.create_table()
     spark.streams.addListener(recorder)
     try:
         yield recorder
