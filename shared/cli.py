@@ -699,8 +699,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench_latency.add_argument("--configs", default="tuned,spark-defaults,seed",
                                help="comma-separated: tuned, spark-defaults, seed (default: all three)")
     bench_latency.add_argument("--with-medallion", action="store_true",
-                               help="instead of --configs: the fast path alone against the fast path with the four "
-                               "medallion streams beside it in one application (FAIR pools), p99 ratio (target 1.2)")
+                               help="instead of --configs: the fast path alone, then with the four medallion streams "
+                               "beside it in its own application (FAIR pools), then in a separate application under "
+                               "nice (as `lakehouse run` starts it); p99 ratios over alone (target 1.2)")
     bench_latency.set_defaults(handler=cmd_bench_latency)
     bench_throughput = bench_commands.add_parser(
         "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
