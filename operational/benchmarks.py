@@ -284,8 +284,12 @@ def _main() -> int:
     args = parser.parse_args()
     settings = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
     config = load_config(args.config, [*args.overrides, *PROFILES[args.profile]])
-    result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
-                      args.sample_every, args.drain_timeout, args.with_medallion)
+    try:
+        result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
+                          args.sample_every, args.drain_timeout, args.with_medallion)
+    except LakehouseError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(json.dumps(result))
     return 0
 

@@ -418,11 +418,13 @@ def _passthrough(args: argparse.Namespace) -> list[str]:
 
 def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     from operational.benchmarks import PROFILES, latency
+    from shared.kafka import require_reachable
 
     profiles = [name.strip() for name in args.configs.split(",") if name.strip()]
     unknown = sorted(set(profiles) - set(PROFILES))
     if unknown:
         raise LakehouseError(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
+    require_reachable(config.kafka)  # before a child process starts its Spark
     print(json.dumps(latency(_passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
                              with_medallion=args.with_medallion), indent=2))
     return 0
@@ -430,7 +432,9 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
     from operational.benchmarks import throughput
+    from shared.kafka import require_reachable
 
+    require_reachable(config.kafka)
     rates = [float(rate) for rate in args.rates.split(",")]
     print(json.dumps(throughput(_passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
     return 0
