@@ -38,7 +38,7 @@ $(JARS)/broker/.resolved: pom.xml
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
 	@touch $@
 
-test: setup  ## all tests: unit and integration (real broker, Spark, Delta); about 8 minutes
+test: setup  ## all tests: unit and integration (real broker, Spark, Delta); about 16 minutes on 2 cores
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## only the fast unit tests
