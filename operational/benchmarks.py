@@ -48,8 +48,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     """Start the fast path, offer `rate` events/s for `seconds`, wait until it drained, measure.
 
     `with_medallion`: the four medallion streams run beside it, started and past their first
-    micro-batch before the load begins; "shared": in the same application (FAIR pools, as
-    `lakehouse run` does); "separate": as `lakehouse analytical` in its own process, under `nice`.
+    micro-batch before the load begins; "shared": in the same application (FAIR pools);
+    "separate": as `lakehouse analytical` in its own process under `nice`, as `lakehouse run` does.
     """
     from operational import hot_pages as fast_path
     from operational.time_to_alert import time_to_alert
