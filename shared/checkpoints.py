@@ -16,6 +16,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -81,6 +82,31 @@ def _exists(spark: SparkSession, folder: str) -> bool:
     return path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path)
 
 
+LOCK_SUFFIX = ".lock"
+
+
+def _lock_folder(storage_root: str) -> Path:
+    return Path(storage_root.removeprefix("file:")) / "_checkpoints"
+
+
+def empty_keeping_locks(storage_root: str) -> None:
+    """Delete everything under a local storage root except the checkpoint locks: the demo clears
+    its folder while it holds them, and a lock file deleted and made again would admit a second
+    process beside the first."""
+    root = Path(storage_root.removeprefix("file:"))
+    if not root.exists():
+        return
+    locks = _lock_folder(storage_root)
+    doomed = [entry for entry in root.iterdir() if entry != locks]
+    if locks.exists():
+        doomed += [entry for entry in locks.iterdir() if not entry.name.endswith(LOCK_SUFFIX)]
+    for entry in doomed:
+        if entry.is_dir():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
 @contextmanager
 def exclusive(storage_root: str, query_names: Sequence[str]) -> Iterator[None]:
     """Hold a lock per query's checkpoint for the block: a second process that would write the same
@@ -93,11 +119,11 @@ def exclusive(storage_root: str, query_names: Sequence[str]) -> Iterator[None]:
     if "://" in storage_root and not storage_root.startswith("file:"):
         yield
         return
-    folder = Path(storage_root.removeprefix("file:")) / "_checkpoints"
+    folder = _lock_folder(storage_root)
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as held:
         for name in query_names:
-            handle = held.enter_context(open(folder / f"{name}.lock", "a+"))
+            handle = held.enter_context(open(folder / f"{name}{LOCK_SUFFIX}", "a+"))
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

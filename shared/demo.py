@@ -10,7 +10,6 @@ stops what it started and says where the tables, the Data Docs and the notebooks
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import time
@@ -55,7 +54,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from operational.time_to_alert import time_to_alert
     from shared import PROJECT_ROOT
     from shared.broker import EmbeddedBroker
-    from shared.checkpoints import exclusive
+    from shared.checkpoints import empty_keeping_locks, exclusive
     from shared.monitoring import TABLE, recording
     from shared.side_by_side import MedallionProcess
     from shared.spark import spark_session
@@ -70,7 +69,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
     with exclusive(config.path(), names):  # refuses to start beside another demo on the same folder
-        shutil.rmtree(config.storage.root.removeprefix("file:") + "/", ignore_errors=True)
+        empty_keeping_locks(config.path())
         try:
             _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
             _say(f"   {broker.start()}")

@@ -13,7 +13,8 @@ import pytest
 from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table, is_delta_table
 from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
-from tests.conftest import free_port
+from shared.broker import EmbeddedBroker
+from tests.conftest import free_port, make_config
 from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
 
 pytestmark = pytest.mark.integration
@@ -89,11 +90,11 @@ def test_the_demo_stops_at_once_with_a_clear_message_when_its_broker_cannot_star
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        result = run_lakehouse("demo", f"--set=kafka.bootstrap_servers=127.0.0.1:{port}",
-                               f"--set=broker.run_dir={tmp_path / 'broker'}", f"--set=storage.root={tmp_path / 'lake'}",
-                               timeout=120)
+        settings = [f"kafka.bootstrap_servers=127.0.0.1:{port}", f"broker.run_dir={tmp_path / 'broker'}",
+                    f"storage.root={tmp_path / 'lake'}"]
+        result = run_lakehouse("demo", *(f"--set={item}" for item in settings), timeout=120)
 
     assert result.returncode != 0
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: port {port} on 127.0.0.1 is in use")
     assert "Traceback" not in result.stderr
-    assert not (tmp_path / "lake" / "demo").exists(), "nothing started: no tables, no checkpoints"
+    assert not EmbeddedBroker(make_config(*settings), log=lambda message: None).status().running, "nothing left running"

@@ -1,0 +1,31 @@
+"""The checkpoint locks: one writer per checkpoint, even while the holder clears its folder."""
+
+from __future__ import annotations
+
+import pytest
+
+from shared.checkpoints import empty_keeping_locks, exclusive
+from shared.errors import LakehouseError
+
+
+def test_a_second_holder_is_refused_with_the_first_ones_pid(tmp_path):
+    with exclusive(str(tmp_path), ["hot_pages"]):
+        with pytest.raises(LakehouseError, match=r"hot_pages query's checkpoint .* is in use by pid \d+"):
+            with exclusive(str(tmp_path), ["hot_pages"]):
+                pass
+    with exclusive(str(tmp_path), ["hot_pages"]):  # released when the block ends
+        pass
+
+
+def test_clearing_the_folder_keeps_the_held_locks_and_removes_everything_else(tmp_path):
+    (tmp_path / "gold" / "page_clicks_5s").mkdir(parents=True)
+    (tmp_path / "gold" / "page_clicks_5s" / "part-0.parquet").write_bytes(b"old")
+    with exclusive(str(tmp_path), ["hot_pages"]):
+        (tmp_path / "_checkpoints" / "hot_pages" / "offsets").mkdir(parents=True)
+
+        empty_keeping_locks(str(tmp_path))
+
+        assert sorted(path.name for path in tmp_path.rglob("*")) == ["_checkpoints", "hot_pages.lock"]
+        with pytest.raises(LakehouseError, match="in use by pid"):  # still held: a second demo is refused
+            with exclusive(str(tmp_path), ["hot_pages"]):
+                pass
