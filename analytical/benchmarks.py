@@ -28,6 +28,7 @@ from typing import Any
 from shared.config import load_config, with_overrides
 from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
+from shared.processes import child_env, die_with_parent
 
 BLOCKS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _DOWNSTREAM_OF_BRONZE = ("silver", "gold")
@@ -106,14 +107,14 @@ def _generate(settings: list[str], block: int, events: int, span_s: float) -> No
     command = [sys.executable, "-m", "shared.cli", "generate", "--events", str(events), "--rate", str(events / span_s),
                "--start-time", start.isoformat(), "--seed", str(1000 + block), "--late-fraction", "0.01",
                "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005", *settings]
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"generating block {block} failed: {done.stderr.strip()[-500:]}")
 
 
 def _child(settings: list[str]) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "analytical.benchmarks", "run", *settings],
-                          stdout=subprocess.PIPE, text=True)
+                          stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"a backfill run failed (exit {done.returncode}); its stderr is above")
     return json.loads(done.stdout)
@@ -140,4 +141,5 @@ def _main() -> int:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     sys.exit(_main())

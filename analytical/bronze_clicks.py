@@ -25,6 +25,8 @@ from shared.config import Config
 from shared.kafka import read_clicks_stream
 
 QUERY_NAME = "bronze_clicks"
+#: The Kafka timestamp's column here (a Kafka source calls it `timestamp`).
+KAFKA_TIMESTAMP = "kafkaTimestamp"
 PARTITION_COLUMNS = ("ingestDate",)
 STATS_COLUMNS = ("partition", "offset", "kafkaTimestamp", "ingestTime")
 
@@ -37,7 +39,7 @@ def to_bronze(records: DataFrame) -> DataFrame:
         "topic",
         "partition",
         "offset",
-        F.col("timestamp").alias("kafkaTimestamp"),
+        F.col("timestamp").alias(KAFKA_TIMESTAMP),
         F.col("timestampType").alias("kafkaTimestampType"),
         "headers",
         F.current_timestamp().alias("ingestTime"),

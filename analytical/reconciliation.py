@@ -39,6 +39,7 @@ from operational import hot_pages
 from operational.alerts_topic import AlertBook, latest_alerts
 from shared.checkpoints import CheckpointLog, read_checkpoint_log
 from shared.config import Config
+from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import assign_window
 from shared.schema import ALERT_TIMESTAMP_FORMAT
@@ -172,7 +173,7 @@ def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, hi
     """
     records = (
         bronze.where(F.col("topic") == config.kafka.topics.clicks)
-        .transform(parse_clicks)
+        .transform(parse_clicks, config.quality, KAFKA_TIMESTAMP)
         .transform(valid_clicks)
         .select("eventId", "pageId", "eventTime", "partition", "offset")
         .transform(_in_range, start, end, margin)

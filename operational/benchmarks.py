@@ -22,6 +22,7 @@ from typing import Any
 from shared.config import Config, load_config, with_overrides
 from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
+from shared.processes import child_env, die_with_parent
 
 #: The configurations compared, as overrides on top of the project's configuration ("tuned").
 PROFILES: dict[str, list[str]] = {
@@ -98,7 +99,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     generator = subprocess.Popen(
         [sys.executable, "-m", "shared.cli", "generate", "--rate", str(rate), "--seconds", str(seconds),
          "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
     )
     started = time.monotonic()
     batches: dict[int, dict[str, Any]] = {}
@@ -180,7 +181,7 @@ def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_p
         command.append(f"--with-medallion={with_medallion}")
         profile = f"{profile} with the medallion ({with_medallion} application)"
     _progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s ...")
-    done = subprocess.run(command, stdout=subprocess.PIPE, text=True)
+    done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"the {profile} run failed (exit {done.returncode}); its stderr is above")
     return json.loads(done.stdout)
@@ -295,4 +296,5 @@ def _main() -> int:
 
 
 if __name__ == "__main__":
+    die_with_parent()
     sys.exit(_main())

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from shared.alerts import to_alert_records
-from shared.config import Config, HotPagesConfig, spark_interval
+from shared.config import Config, HotPagesConfig, QualityConfig, spark_interval
 from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
@@ -25,10 +25,10 @@ from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, se
 QUERY_NAME = "hot_pages"
 
 
-def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig) -> DataFrame:
+def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
     """Kafka click records -> alert records (key, value): the whole fast path, as one transform."""
     return (
-        clicks.transform(parse_clicks)
+        clicks.transform(parse_clicks, quality)
         .transform(valid_clicks)
         .select("eventId", "pageId", "eventTime")
         .transform(dedupe_clicks, hot.watermark)
@@ -44,7 +44,7 @@ def start(spark: SparkSession, config: Config) -> StreamingQuery:
     Its checkpoint keeps `operational.batches_to_retain` micro-batches of offsets and watermarks.
     """
     clicks = read_clicks_stream(spark, config.kafka, config.operational)
-    alerts = clicks.transform(hot_page_alerts, config.hot_pages)
+    alerts = clicks.transform(hot_page_alerts, config.hot_pages, config.quality)
     writer = (
         alerts.writeStream.format("kafka")
         .queryName(QUERY_NAME)

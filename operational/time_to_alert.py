@@ -28,7 +28,7 @@ def crossing_clicks(clicks: DataFrame, config: Config) -> DataFrame:
     first_copy = Window.partitionBy("eventId").orderBy(*_APPEND_ORDER)
     in_window = Window.partitionBy("pageId", "windowStart").orderBy(*_APPEND_ORDER)
     return (
-        clicks.transform(parse_clicks)
+        clicks.transform(parse_clicks, config.quality)
         .transform(valid_clicks)
         .withColumn("copy", F.row_number().over(first_copy))
         .where(F.col("copy") == 1)

@@ -22,6 +22,7 @@ from shared import PROJECT_ROOT
 from shared.config import Config
 from shared.errors import LakehouseError
 from shared.jvm import JARS_DIR, jars, java_executable
+from shared.processes import dying_with_parent
 
 _LOG4J = PROJECT_ROOT / "conf" / "broker-log4j2.properties"
 _JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
@@ -63,8 +64,11 @@ class EmbeddedBroker:
 
     # -- commands ---------------------------------------------------------------------------
 
-    def start(self) -> str:
-        """Start the broker unless it runs; return its bootstrap address once it answers."""
+    def start(self, die_with_caller: bool = False) -> str:
+        """Start the broker unless it runs; return its bootstrap address once it answers.
+
+        `die_with_caller`: the kernel kills the broker when this process dies, however it dies (the
+        demo's broker); otherwise it runs on until `stop` (`lakehouse kafka start`)."""
         pid = self._running_pid()
         if pid:
             self._log(f"broker already running (pid {pid}), waiting until it answers")
@@ -85,8 +89,9 @@ class EmbeddedBroker:
             self._format(java)
         self._log(f"starting the Kafka broker on {self.bootstrap} (log: {self.log_file})")
         with open(self.log_file, "ab") as log:
+            command = [*self._java_command(java), "kafka.Kafka", str(self.properties)]
             self._process = subprocess.Popen(
-                [*self._java_command(java), "kafka.Kafka", str(self.properties)],
+                dying_with_parent(command) if die_with_caller else command,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,

@@ -17,7 +17,9 @@ import fcntl
 import json
 import os
 import shutil
-from collections.abc import Iterator, Sequence
+import signal
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,33 +109,88 @@ def empty_keeping_locks(storage_root: str) -> None:
             entry.unlink()
 
 
+#: How long a new holder waits for the Spark JVM of a holder that died to end by itself, before it
+#: kills it: PySpark's JVM exits when its Python driver's pipe closes, a few seconds after.
+ORPHAN_JVM_GRACE_S = 10.0
+
+
+class Locks:
+    """The checkpoint locks one process holds (see `exclusive`)."""
+
+    def __init__(self, handles: list[Any]):
+        self._handles = handles
+
+    def record_jvm(self, jvm_pid: int) -> None:
+        """Name this process's Spark JVM in the locks: a JVM can outlive its Python driver for a few
+        seconds, and it still runs the queries then; the next holder waits for it to end."""
+        for handle in self._handles:
+            handle.write(f" jvm {jvm_pid}")
+            handle.flush()
+
+
 @contextmanager
-def exclusive(storage_root: str, query_names: Sequence[str]) -> Iterator[None]:
+def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[str], None] = lambda message: None,
+              orphan_grace_s: float = ORPHAN_JVM_GRACE_S) -> Iterator[Locks]:
     """Hold a lock per query's checkpoint for the block: a second process that would write the same
     checkpoints is refused with the first one's pid, instead of two writers on one checkpoint.
 
     The lock is an OS file lock on `_checkpoints/<query>.lock` beside the checkpoint, released by
-    the kernel when the process ends however it ends. Object-store roots have no such lock: there
-    the deployment must run one writer per checkpoint (as Spark itself requires).
+    the kernel when the process ends however it ends. Its Spark JVM (`Locks.record_jvm`) may run a
+    little longer, still writing to the checkpoints: a new holder waits for that JVM to end
+    (`orphan_grace_s`), then kills it. Object-store roots have no such lock: there the deployment
+    must run one writer per checkpoint (as Spark itself requires).
     """
     if "://" in storage_root and not storage_root.startswith("file:"):
-        yield
+        yield Locks([])
         return
     folder = _lock_folder(storage_root)
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as held:
+        handles = []
         for name in query_names:
             handle = held.enter_context(open(folder / f"{name}{LOCK_SUFFIX}", "a+"))
+            handle.seek(0)
             try:
                 fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                handle.seek(0)
-                owner = handle.read().strip() or "another process"
+                owner = handle.read().split(" jvm ")[0].strip() or "another process"
                 raise LakehouseError(
                     f"the {name} query's checkpoint ({folder / name}) is in use by {owner}: "
                     "stop that run first (two writers would corrupt it)") from None
+            _end_orphan_jvm(handle.read(), name, report, orphan_grace_s)
             handle.seek(0)
             handle.truncate()
             handle.write(f"pid {os.getpid()}")
             handle.flush()
-        yield
+            handles.append(handle)
+        yield Locks(handles)
+
+
+def _end_orphan_jvm(previous_holder: str, name: str, report: Callable[[str], None], grace_s: float) -> None:
+    """Wait for the JVM a dead holder left behind (named in its lock), then kill it if it lingers."""
+    words = previous_holder.split()
+    if "jvm" not in words or words.index("jvm") + 1 >= len(words) or not words[words.index("jvm") + 1].isdigit():
+        return
+    pid = int(words[words.index("jvm") + 1])
+    if not _is_java(pid):
+        return
+    report(f"waiting for the Spark JVM (pid {pid}) of the process that held the {name} checkpoint to end")
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and _is_java(pid):
+        time.sleep(0.1)
+    if _is_java(pid):
+        report(f"killing it: it did not end within {grace_s:g} s")
+        os.kill(pid, signal.SIGKILL)
+        while _is_java(pid):
+            time.sleep(0.05)
+
+
+def _is_java(pid: int) -> bool:
+    """A live (not zombie) JVM process with this pid."""
+    proc = Path("/proc") / str(pid)
+    try:
+        state = (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        command = (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+    return state != "Z" and b"java" in command.split(b"\0")[0]

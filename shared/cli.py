@@ -298,8 +298,9 @@ def _monitored(config: Config, query_names: list[str],
     from shared.monitoring import TABLE, recording
     from shared.spark import spark_session
 
-    with exclusive(config.storage.root, query_names):
+    with exclusive(config.storage.root, query_names, report=_stderr) as locks:
         spark = spark_session(config)
+        locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
         with recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
             yield spark, recorder
 
@@ -749,6 +750,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from shared.processes import die_with_parent
+
+    die_with_parent()  # started by another lakehouse command: end with it, however it ends
     args = build_parser().parse_args(argv)
     try:
         config = load_config(getattr(args, "config", None), getattr(args, "overrides", []))

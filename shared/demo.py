@@ -16,6 +16,7 @@ import time
 
 from shared.config import Config, with_overrides
 from shared.errors import LakehouseError
+from shared.processes import child_env
 
 DEMO_CLICKS = "demo-page-clicks"
 DEMO_ALERTS = "demo-hot-pages"
@@ -68,17 +69,18 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     names = [hot_pages.QUERY_NAME]
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
-    with exclusive(config.path(), names):  # refuses to start beside another demo on the same folder
+    with exclusive(config.path(), names, report=_note) as locks:  # refuses a second demo on the same folder
         empty_keeping_locks(config.path())
         try:
             _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
-            _say(f"   {broker.start()}")
+            _say(f"   {broker.start(die_with_caller=True)}")
             _fresh_topics(config)
 
             _say(f"\n== 2. `lakehouse run`: the fast path, and the medallion as a low-priority process, while "
                  f"{seconds:g} s of clicks arrive at {rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} "
                  "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
+            locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
             command = [sys.executable, "-m", "shared.cli", "generate", "--seconds", str(seconds), "--rate", str(rate),
                        "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
                        "--malformed-fraction", "0.005", "--topic", DEMO_CLICKS,
@@ -96,7 +98,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                     if not traffic and len(recorder.latest) == len(names) + len(pipeline.STREAMS):  # all are up
                         _note("every query has run a micro-batch: the traffic starts")
                         traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                                        text=True))
+                                                        text=True, env=child_env()))
                     if traffic and not finished_at and traffic[0].poll() is not None:
                         finished_at.append(time.monotonic())
                     if time.monotonic() >= next_view:
@@ -106,7 +108,8 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
 
                 try:
                     supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, seconds=seconds + 180,
-                              status_interval_s=1, max_restarts=0, restart_backoff_s=config.operational.restart_backoff_s,
+                              status_interval_s=1, max_restarts=config.operational.max_restarts,
+                              restart_backoff_s=config.operational.restart_backoff_s,
                               report=_note, on_status=status, status_lines=False,
                               until=lambda: medallion.ended or (bool(finished_at) and time.monotonic() > finished_at[0] + 10))
                 finally:

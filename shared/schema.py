@@ -10,6 +10,11 @@ from enum import Enum
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 MAX_PAGE_ID_LENGTH = 256
+#: The only characters allowed around the JSON object of a record (RFC 8259's whitespace); also
+#: what an "empty" eventId or pageId may consist of.
+JSON_WHITESPACE = " \t\n\r"
+#: The same, as the inside of a Java regex character class.
+JSON_WHITESPACE_CLASS = r" \t\n\r"
 
 #: A valid event, typed. eventTime is an instant (TIMESTAMP, shown in the session's UTC).
 EVENT_SCHEMA = StructType(
@@ -22,7 +27,9 @@ EVENT_SCHEMA = StructType(
 )
 
 #: An ISO-8601 instant: date 'T' time, optional fraction, then 'Z' or a +hh:mm / -hh:mm offset.
-EVENT_TIME_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$"
+#: A Java regex: `\z` is the very end (`$` would also match before a final line feed, which
+#: Spark's timestamp cast then trims away).
+EVENT_TIME_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})\z"
 
 
 class InvalidReason(str, Enum):
@@ -30,15 +37,20 @@ class InvalidReason(str, Enum):
 
     NULL_VALUE = "null_value"  # the record has no value (a tombstone)
     NOT_UTF8 = "not_utf8"  # the value's bytes are not UTF-8
-    NOT_JSON = "not_json"  # the value does not parse as JSON
-    NOT_OBJECT = "not_object"  # valid JSON, but an array, string, number, boolean or null
+    NOT_JSON = "not_json"  # not exactly one JSON value: unparseable, a repeated key, trailing content
+    NOT_OBJECT = "not_object"  # one JSON value, but an array, string, number, boolean or null
     MISSING_EVENT_ID = "missing_event_id"
     EMPTY_EVENT_ID = "empty_event_id"  # empty or only whitespace
     MISSING_PAGE_ID = "missing_page_id"
     EMPTY_PAGE_ID = "empty_page_id"
-    PAGE_ID_TOO_LONG = "page_id_too_long"  # more than MAX_PAGE_ID_LENGTH characters
     MISSING_EVENT_TIME = "missing_event_time"
+    #: eventId or pageId not a string or number, eventTime not a string, userId not absent, null,
+    #: a string or a number (a boolean, an array, an object)
+    WRONG_TYPE = "wrong_type"
+    PAGE_ID_TOO_LONG = "page_id_too_long"  # more than MAX_PAGE_ID_LENGTH characters
     BAD_EVENT_TIME = "bad_event_time"  # empty, not ISO-8601 with a zone, or not a real instant
+    #: before quality.earliest_event_time, or more than quality.max_clock_skew after the Kafka timestamp
+    EVENT_TIME_OUT_OF_RANGE = "event_time_out_of_range"
     #: Not from parsing: a valid event that broke a silver expectation under the `drop` policy.
     FAILED_EXPECTATION = "failed_expectation"
 

@@ -1,9 +1,11 @@
 """Running a streaming query as a command: until stopped, with a status line, restarts on failure.
 
 Both paths run their queries through `supervise`: SIGINT and SIGTERM stop the queries cleanly (the
-command then exits 0), a failed query is restarted from its checkpoint as configured, and a query
-that fails for good stops the others and becomes a LakehouseError with Spark's message, not a Java
-stack trace.
+command then exits 0), a failed query is restarted from its checkpoint with a growing backoff (a
+broker restart, a lost connection), and a query that fails for good (too many failures in a row, or
+an error raised on purpose such as an expectation under the `fail` policy, which a restart would
+only repeat) stops the others and becomes a LakehouseError with Spark's message, not a Java stack
+trace.
 The driver keeps no growing history: it reads only the query's bounded `recentProgress`.
 """
 
@@ -155,8 +157,10 @@ def supervise(
 
     Returns when every query has finished (an AvailableNow backfill), `seconds` pass, or a signal
     arrives; the queries still running are then stopped. A failed query is restarted from its
-    checkpoint after `restart_backoff_s`, up to `max_restarts` times; after that the others are
-    stopped cleanly and a LakehouseError carries the failed query's message.
+    checkpoint after a backoff that starts at `restart_backoff_s` and doubles with each failure in a
+    row (at most MAX_BACKOFF_S); a completed micro-batch ends the row. After `max_restarts` failures
+    in a row, or an error raised on purpose, the others are stopped cleanly and a LakehouseError
+    carries the failed query's message.
     Every `status_interval_s`: a status line per query (unless `status_lines` is off), then
     `on_status` (the progress recorder's flush and console view), and once more at the end.
     `until`: stop as soon as it returns True (checked at each status interval).
@@ -179,7 +183,8 @@ def supervise(
                     report(f"[{', '.join(running)}] {why}: stopping")
                     break
                 for name, query in list(running.items()):
-                    totals[name].add(query.recentProgress)
+                    if totals[name].add(query.recentProgress) is not None:
+                        restarts[name] = 0  # it completed a micro-batch: the failures in a row are over
                     if query.isActive:
                         continue
                     del running[name]
@@ -188,12 +193,13 @@ def supervise(
                         report(f"[{name}] finished")
                         continue
                     message = _first_line(error)
-                    if restarts[name] >= max_restarts:
+                    if restarts[name] >= max_restarts or _raised_on_purpose(error):
                         raise LakehouseError(f"the {name} query failed: {message}")
                     restarts[name] += 1
+                    backoff = min(restart_backoff_s * 2 ** (restarts[name] - 1), MAX_BACKOFF_S)
                     report(f"[{name}] failed ({message}); restart {restarts[name]}/{max_restarts} "
-                           f"from its checkpoint in {restart_backoff_s:g} s")
-                    restart_at[name] = time.monotonic() + restart_backoff_s
+                           f"from its checkpoint in {backoff:g} s")
+                    restart_at[name] = time.monotonic() + backoff
                 for name, when in list(restart_at.items()):
                     if time.monotonic() >= when:
                         del restart_at[name]
@@ -215,12 +221,22 @@ def supervise(
     return totals
 
 
+#: The longest wait before a restart, however many failures came before it.
+MAX_BACKOFF_S = 60.0
+_RAISED = "[USER_RAISED_EXCEPTION]"
+
+
+def _raised_on_purpose(error: Any) -> bool:
+    """An error the query raised itself (`raise_error`: an expectation under the `fail` policy)."""
+    return _RAISED in str(getattr(error, "desc", None) or error)
+
+
 def _first_line(error: Any) -> str:
     """The line that says what went wrong: the error raised on purpose (an expectation under the
     `fail` policy) when there is one, even inside a foreachBatch traceback; else the first line."""
     text = str(getattr(error, "desc", None) or error)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    raised = [line for line in lines if "[USER_RAISED_EXCEPTION]" in line]
+    raised = [line for line in lines if _RAISED in line]
     if raised:
-        return raised[-1].split("[USER_RAISED_EXCEPTION]", 1)[1].split(" SQLSTATE")[0].strip()
+        return raised[-1].split(_RAISED, 1)[1].split(" SQLSTATE")[0].strip()
     return lines[0] if lines else type(error).__name__

@@ -30,7 +30,7 @@ def read_topic(spark: SparkSession, config: Config, topic: str) -> DataFrame:
 
 
 def profile_topic(spark: SparkSession, config: Config, topic: str, top: int = 10) -> dict[str, Any]:
-    parsed = read_topic(spark, config, topic).transform(parse_clicks).cache()
+    parsed = read_topic(spark, config, topic).transform(parse_clicks, config.quality).cache()
     windows = None
     try:
         totals = parsed.agg(

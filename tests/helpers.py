@@ -28,17 +28,30 @@ def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s
     raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
 
 
+def ahead_of_the_clock(event_id: str, page: str, minutes: float = 30) -> tuple[bytes, int]:
+    """A click dated `minutes` ahead of this machine's clock, and the same instant as a Kafka
+    CreateTime in milliseconds: a producer whose clock runs ahead (the broker accepts up to 1 hour)."""
+    from datetime import datetime, timedelta, timezone
+
+    at = datetime.now(timezone.utc) + timedelta(minutes=minutes)
+    value = json.dumps({"eventId": event_id, "pageId": page,
+                        "eventTime": at.isoformat(timespec="milliseconds").replace("+00:00", "Z")}).encode()
+    return value, int(at.timestamp() * 1000)
+
+
 def click(event_id: str, page: str, time: str, day: str = "2026-11-22", **extra: str) -> bytes:
     """A valid click event's Kafka value at `day`T`time`Z (extra fields are added as given)."""
     return json.dumps({"eventId": event_id, "pageId": page, "eventTime": f"{day}T{time}Z", **extra}).encode()
 
 
-def send(config, *values: bytes | None, key: bytes = b"k") -> None:
-    """Produce `values` to the config's clicks topic, in order, and wait until all are acknowledged."""
+def send(config, *values: bytes | None, key: bytes = b"k", timestamp_ms: int | None = None) -> None:
+    """Produce `values` to the config's clicks topic, in order, and wait until all are acknowledged.
+
+    `timestamp_ms`: the records' CreateTime (the topic's default timestamp type), else the producer's clock."""
     from shared.kafka import producer_for
 
     producer = producer_for(config.kafka)
     for value in values:
-        producer.send(config.kafka.topics.clicks, key=key, value=value)
+        producer.send(config.kafka.topics.clicks, key=key, value=value, timestamp_ms=timestamp_ms)
     producer.flush()
     producer.close()

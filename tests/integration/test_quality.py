@@ -17,15 +17,24 @@ from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, SILVER_QUARANT
 from shared.errors import LakehouseError
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
-from tests.helpers import click, run_lakehouse, send
+from tests.helpers import ahead_of_the_clock, click, run_lakehouse, send
 
 pytestmark = pytest.mark.integration
 
-TOO_EARLY = click("e-1999", "/a", "10:00:01.000", day="1999-12-31")  # before quality.earliest_event_time
+#: Silver's expectation that the parsing cannot check: an event from a producer whose clock runs 30
+#: minutes ahead, on a CreateTime topic, is within the skew of its Kafka timestamp but not of its
+#: ingest time (tests allow 1 minute of skew here).
+AHEAD, AHEAD_TIMESTAMP = ahead_of_the_clock("e-ahead", "/a")
+SKEW = "quality.max_clock_skew=1 minute"
+
+
+def send_with_one_ahead(config, *before: bytes) -> None:
+    send(config, *before)
+    send(config, AHEAD, timestamp_ms=AHEAD_TIMESTAMP)
 
 
 def lake(config_overrides, *overrides: str):
-    settings = make_config(*config_overrides, "hot_pages.threshold=3", *overrides)
+    settings = make_config(*config_overrides, "hot_pages.threshold=3", SKEW, *overrides)
     ensure_topics(settings.kafka, [settings.kafka.topics.clicks])
     return settings
 
@@ -38,25 +47,25 @@ def silver_backfill(spark, config) -> pipeline.LayerRun:
 @pytest.mark.parametrize("policy", ["warn", "drop"])
 def test_silver_applies_its_expectations_as_it_writes_and_reports_them_in_progress(spark, config_overrides, policy):
     config = lake(config_overrides, f"quality.policies.silver_clicks={policy}")
-    send(config, click("e1", "/a", "10:00:01.000"), TOO_EARLY, click("e2", "/a", "10:00:02.000"))
+    send_with_one_ahead(config, click("e1", "/a", "10:00:01.000"), click("e2", "/a", "10:00:02.000"))
 
     run = silver_backfill(spark, config)
 
-    assert run.failed_expectations == {"eventTimeNotBeforeEarliest": 1}
+    assert run.failed_expectations == {"eventTimeNotAheadOfIngest": 1}
     silver = {row.eventId for row in read_table(spark, config.storage.root, SILVER_CLICKS).collect()}
     quarantine = [(row.reason, json.loads(row.value)["eventId"])
                   for row in read_table(spark, config.storage.root, SILVER_QUARANTINE).collect()]
     if policy == "warn":
-        assert silver == {"e1", "e2", "e-1999"} and quarantine == []
+        assert silver == {"e1", "e2", "e-ahead"} and quarantine == []
     else:
-        assert silver == {"e1", "e2"} and quarantine == [("failed_expectation", "e-1999")]
+        assert silver == {"e1", "e2"} and quarantine == [("failed_expectation", "e-ahead")]
 
 
 def test_the_fail_policy_stops_the_stream_naming_the_expectation(spark, config_overrides):
     config = lake(config_overrides, "quality.policies.silver_clicks=fail")
-    send(config, click("e1", "/a", "10:00:01.000"), TOO_EARLY)
+    send_with_one_ahead(config, click("e1", "/a", "10:00:01.000"))
 
-    with pytest.raises(LakehouseError, match="eventTimeNotBeforeEarliest"):
+    with pytest.raises(LakehouseError, match="eventTimeNotAheadOfIngest"):
         silver_backfill(spark, config)
     assert read_table(spark, config.storage.root, SILVER_CLICKS).count() == 0
 

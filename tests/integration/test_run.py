@@ -15,7 +15,7 @@ from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from shared.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
+from tests.helpers import LAKEHOUSE, ahead_of_the_clock, click, run_lakehouse, send, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -66,15 +66,17 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
 
 def test_when_one_query_fails_run_stops_the_others_and_exits_non_zero_with_its_error(config, config_overrides):
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    send(config, click("e-1999", "/a", "10:00:01.000", day="1999-12-31"))  # before quality.earliest_event_time
+    ahead, created = ahead_of_the_clock("e-ahead", "/a")  # the producer's clock 30 minutes ahead
+    send(config, ahead, timestamp_ms=created)
 
-    result = run_lakehouse("run", *settings(config_overrides, "quality.policies.silver_clicks=fail"), timeout=300)
+    result = run_lakehouse("run", *settings(config_overrides, "quality.policies.silver_clicks=fail",
+                                            "quality.max_clock_skew=1 minute"), timeout=300)
 
     assert result.returncode != 0
     # Spark logs the failure with its stack traces on the way; the command's last word is one line.
     assert result.stderr.strip().splitlines()[-1] == (
         "error: the silver_clicks query failed: expectation failed on silver/clicks (policy fail): "
-        "eventTimeNotBeforeEarliest")
+        "eventTimeNotAheadOfIngest")
 
 
 def test_a_broker_that_is_down_stops_run_at_once_with_a_clear_message(config_overrides):

@@ -12,6 +12,7 @@ from analytical import trends
 from analytical.gold_page_clicks_hourly import roll_up_hours
 from analytical.silver_clicks import quarantined, silver_clicks
 from shared.parsing import parse_clicks
+from tests.conftest import make_config
 from shared.rule import counts_per_window
 
 
@@ -76,7 +77,7 @@ def test_silver_and_quarantine_split_parsed_bronze_rows_and_keep_coordinates(spa
          (None, b"\xff", "t", 1, 3, at("10:00:01"), at("10:00:02"))],
         "key binary, value binary, topic string, partition int, offset long, kafkaTimestamp timestamp, ingestTime timestamp",
     )
-    parsed = bronze.transform(parse_clicks)
+    parsed = bronze.transform(parse_clicks, make_config().quality, "kafkaTimestamp")
     events = parsed.transform(silver_clicks)
     assert events.columns == ["eventId", "pageId", "eventTime", "userId", "topic", "partition", "offset",
                               "kafkaTimestamp", "ingestTime"]

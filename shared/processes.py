@@ -1,0 +1,60 @@
+"""Child processes that end with the command that started them, however it ends.
+
+A clean stop (SIGINT, SIGTERM, the end of `--seconds`) stops children in order: each command does
+that itself. This module covers the rest: SIGKILL and the OOM killer give the parent no chance to
+clean up, and a child that outlives it keeps its checkpoint locks, so a restart is refused until
+someone finds it (observed with `lakehouse run`'s medallion process). Linux's parent-death signal
+(`prctl(PR_SET_PDEATHSIG)`) has the kernel kill the child the moment its parent dies:
+
+  - a `lakehouse` child (Python) is started with `env=child_env()`, which names its parent;
+    the child arms the signal itself as it starts (`die_with_parent`, called by the CLI's `main`),
+    which is safer than arming it between fork and exec in a parent that runs JVM threads;
+  - any other child (the broker's JVM) is started through `setpriv --pdeathsig KILL` (util-linux).
+
+A Spark JVM ends with its Python driver by itself: PySpark's gateway exits when its stdin closes.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+
+from shared.errors import MissingDependencyError
+
+PARENT_ENV = "LAKEHOUSE_PARENT_PID"
+_PR_SET_PDEATHSIG = 1
+
+
+def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for a `lakehouse` child process (`python -m shared.cli ...` or a benchmark's
+    child) that must die with this one: `env` (default: this process's) naming this process."""
+    return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+
+
+def die_with_parent() -> None:
+    """When this process was started with `child_env()`: have the kernel SIGKILL it when its parent dies.
+
+    The parent is named by pid, and checked after arming: a parent that died before the signal was
+    armed has left this process to init, and it exits at once instead of running orphaned.
+    """
+    expected = os.environ.pop(PARENT_ENV, None)
+    if not expected or not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        return  # not allowed here: the parent still stops it on a clean exit
+    if os.getppid() != int(expected):
+        os._exit(1)
+
+
+def dying_with_parent(command: Sequence[str]) -> list[str]:
+    """`command` prefixed so that the kernel kills it when the process that starts it dies."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        raise MissingDependencyError(
+            "setpriv was not found: install util-linux (Debian/Ubuntu: apt-get install util-linux)")
+    return [setpriv, "--pdeathsig", "KILL", "--", *command]

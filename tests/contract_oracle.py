@@ -1,0 +1,138 @@
+"""An independent Python reading of the events contract (README, "Events"): which records are valid.
+
+Written from the contract's words alone, with Python's own tools (`bytes.decode`, `json.loads`,
+calendar arithmetic), and importing nothing from the code under test, so that the property tests
+can hold the shared parsing (Spark SQL) against it. Where the two disagree, one of them misreads
+the contract.
+
+Known, documented limits of the comparison (the generators stay inside them): numbers of more than
+1,000 digits (Spark's JSON reader refuses them, Python reads up to 4,300) and nesting deeper than
+a few hundred levels (each reader has its own depth limit).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+
+JSON_WHITESPACE = " \t\n\r"
+EVENT_TIME = re.compile(
+    r"(?P<year>[0-9]{4})-(?P<month>[0-9]{2})-(?P<day>[0-9]{2})T(?P<hour>[0-9]{2}):(?P<minute>[0-9]{2})"
+    r":(?P<second>[0-9]{2})(?:\.(?P<fraction>[0-9]{1,9}))?(?:(?P<utc>Z)|(?P<sign>[+-])(?P<oh>[0-9]{2}):(?P<om>[0-9]{2}))"
+)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The event-time bounds in microseconds since the epoch (UTC)."""
+
+    earliest_micros: int
+    max_skew_micros: int
+
+
+class _Repeated(ValueError):
+    pass
+
+
+def _no_repeated_keys(pairs: list[tuple[str, object]]) -> dict:
+    keys = [key for key, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise _Repeated("repeated key")
+    return dict(pairs)
+
+
+def _no_constants(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")  # Python would read NaN and Infinity
+
+
+def _kind(document: dict, field: str) -> str:
+    if field not in document or document[field] is None:
+        return "absent"
+    value = document[field]
+    if isinstance(value, bool):  # before int: bool is an int in Python
+        return "other"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (int, float)):
+        return "number"
+    return "other"
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm)."""
+    year -= month <= 2
+    era = year // 400
+    year_of_era = year - era * 400
+    day_of_year = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    return era * 146097 + day_of_era - 719468
+
+
+def _days_in_month(year: int, month: int) -> int:
+    if month == 2:
+        return 29 if year % 4 == 0 and (year % 100 != 0 or year % 400 == 0) else 28
+    return 30 if month in (4, 6, 9, 11) else 31
+
+
+def event_time_micros(text: str) -> int | None:
+    """The instant an eventTime names, in microseconds since the epoch, or None when it names none."""
+    match = EVENT_TIME.fullmatch(text)
+    if not match:
+        return None
+    year, month, day = (int(match[name]) for name in ("year", "month", "day"))
+    hour, minute, second = (int(match[name]) for name in ("hour", "minute", "second"))
+    if not (1 <= month <= 12 and 1 <= day <= _days_in_month(year, month)):
+        return None
+    if hour > 23 or minute > 59 or second > 59:
+        return None
+    offset_minutes = 0
+    if not match["utc"]:
+        offset_hours, offset_min = int(match["oh"]), int(match["om"])
+        if offset_min > 59 or offset_hours * 60 + offset_min > 18 * 60:  # ISO offsets reach +-18:00
+            return None
+        offset_minutes = (offset_hours * 60 + offset_min) * (1 if match["sign"] == "+" else -1)
+    fraction_micros = int((match["fraction"] or "0").ljust(9, "0")[:6])
+    seconds = _days_from_civil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second - offset_minutes * 60
+    return seconds * 1_000_000 + fraction_micros
+
+
+def _as_text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def expected_reason(value: bytes | None, kafka_timestamp_micros: int, bounds: Bounds) -> str | None:
+    """Why the record is invalid under the contract (first rule broken), or None when it is a valid event."""
+    if value is None:
+        return "null_value"
+    try:
+        text = value.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not_utf8"
+    try:
+        # json.loads allows exactly JSON whitespace around one value and refuses anything after it.
+        document = json.loads(text, object_pairs_hook=_no_repeated_keys, parse_constant=_no_constants)
+    except (ValueError, RecursionError):
+        return "not_json"
+    if not isinstance(document, dict):
+        return "not_object"
+    kinds = {field: _kind(document, field) for field in ("eventId", "pageId", "eventTime", "userId")}
+    for field, missing, empty in (("eventId", "missing_event_id", "empty_event_id"),
+                                  ("pageId", "missing_page_id", "empty_page_id")):
+        if kinds[field] == "absent":
+            return missing
+        if kinds[field] == "string" and document[field].strip(JSON_WHITESPACE) == "":
+            return empty
+    if kinds["eventTime"] == "absent":
+        return "missing_event_time"
+    if (kinds["eventId"] not in ("string", "number") or kinds["pageId"] not in ("string", "number")
+            or kinds["eventTime"] != "string" or kinds["userId"] == "other"):
+        return "wrong_type"
+    if len(_as_text(document["pageId"])) > 256:
+        return "page_id_too_long"
+    instant = event_time_micros(document["eventTime"])
+    if instant is None:
+        return "bad_event_time"
+    if instant < bounds.earliest_micros or instant - kafka_timestamp_micros > bounds.max_skew_micros:
+        return "event_time_out_of_range"
+    return None

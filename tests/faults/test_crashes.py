@@ -1,0 +1,266 @@
+"""Crashes and hostile input, Jepsen-style: real processes killed at random moments under traffic,
+and every table and alert checked against a truth the test computes from what the topic holds.
+
+  - `lakehouse run` is killed with SIGKILL (its pid, not its group) at 3 random moments and started
+    again at once each time; then the traffic stops, the last run stops cleanly and a backfill runs.
+  - 10,000 hostile records reach the fast path, then a window turns hot in real time.
+  - The broker is killed with SIGKILL under `lakehouse run` and started again.
+
+Threshold 50: the hot page takes about 200 clicks per window, an ordinary page about 5.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from analytical.tables import BRONZE_CLICKS, GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, SILVER_QUARANTINE, read_table
+from operational import hot_pages
+from operational.alerts_topic import latest_alerts
+from shared.broker import EmbeddedBroker
+from shared.kafka import ensure_topics
+from shared.streaming import progress_dict
+from tests.conftest import make_config
+from tests.contract_oracle import event_time_micros
+from tests.faults.traffic import (
+    HOT_PAGE,
+    SHIPPED_BOUNDS,
+    Traffic,
+    Truth,
+    click,
+    hostile,
+    now_micros,
+    read_topic,
+)
+from tests.helpers import LAKEHOUSE, run_lakehouse, wait_for
+
+pytestmark = [pytest.mark.integration, pytest.mark.faults]
+
+THRESHOLD = 50
+QUERIES = ("hot_pages", "bronze_clicks", "silver_clicks", "gold_page_clicks_5s", "gold_page_clicks_hourly")
+
+
+def options(config_overrides, *more: str) -> list[str]:
+    return [f"--set={item}" for item in (
+        *config_overrides, *SHIPPED_BOUNDS, f"hot_pages.threshold={THRESHOLD}", "operational.starting_offsets=earliest",
+        "operational.status_interval_s=2", "analytical.status_interval_s=2", "analytical.triggers.bronze=1 second",
+        "analytical.triggers.silver=2 seconds", "analytical.triggers.gold=2 seconds", *more)]
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            tree.setdefault(parent, []).append(int(entry.name))
+    return tree
+
+
+def family(pid: int) -> set[int]:
+    """`pid` and every process below it, now."""
+    tree, found, todo = _children(), set(), [pid]
+    while todo:
+        current = todo.pop()
+        found.add(current)
+        todo += tree.get(current, [])
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    living = set()
+    for pid in pids:
+        try:
+            state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z":
+            living.add(pid)
+    return living
+
+
+def start_run(opts: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "w") as stderr:
+        return subprocess.Popen([LAKEHOUSE, "run", *opts], stdout=subprocess.DEVNULL, stderr=stderr)
+
+
+def wait_until_every_query_runs(run: subprocess.Popen, log: Path, timeout_s: float = 240) -> None:
+    """Until the console view lists all five queries (both processes have progress)."""
+    def up() -> bool:
+        assert run.poll() is None, f"run exited with {run.returncode}:\n{log.read_text()[-3000:]}"
+        text = log.read_text()
+        return all(f"  {name} " in text for name in QUERIES)
+
+    wait_for(up, timeout_s, "every query of `lakehouse run` to report progress", every_s=1)
+
+
+# -- checks ----------------------------------------------------------------------------------
+
+
+def alerted(config) -> dict[tuple[str, int], int]:
+    book = latest_alerts(config.kafka, config.kafka.topics.alerts)
+    assert book.invalid == []
+    return {(a.page_id, event_time_micros(a.window_start)): a.click_count for a in book.latest.values()}
+
+
+def assert_every_hot_window_alerted_and_no_count_above_the_truth(config, truth: Truth) -> dict:
+    alerts = alerted(config)
+    hot = truth.hot(THRESHOLD)
+    missing = sorted(set(hot) - set(alerts))
+    assert not missing, f"{len(missing)} of {len(hot)} hot windows without an alert: {missing[:5]}"
+    above = {key: (count, truth.windows.get(key, 0)) for key, count in alerts.items() if count > truth.windows.get(key, 0)}
+    assert not above, f"alerts above their window's true count (alert, truth): {above}"
+    return alerts
+
+
+def assert_the_medallion_equals_the_truth(spark, config, truth: Truth) -> dict:
+    root = config.storage.root
+    bronze = [(r.partition, r.offset, None if r.value is None else bytes(r.value))
+              for r in read_table(spark, root, BRONZE_CLICKS).where(f"topic = '{config.kafka.topics.clicks}'")
+              .select("partition", "offset", "value").collect()]
+    assert len(bronze) == len(set((p, o) for p, o, _ in bronze)), "a record twice in bronze"
+    assert {(p, o): v for p, o, v in bronze} == truth.records, "bronze is not the topic, record for record"
+
+    silver = read_table(spark, root, SILVER_CLICKS).select("eventId", "pageId", "eventTime").collect()
+    assert len(silver) == len({row.eventId for row in silver}), "an event twice in silver"
+    assert {row.eventId for row in silver} == set(truth.events), "silver is not the distinct valid events"
+
+    quarantine = {(r.partition, r.offset): r.reason
+                  for r in read_table(spark, root, SILVER_QUARANTINE).select("partition", "offset", "reason").collect()}
+    assert quarantine == truth.invalid, "the quarantine is not the invalid records with their reasons"
+
+    gold = {(r.pageId, int(r.windowStart.timestamp()) * 1_000_000): r.clickCount
+            for r in read_table(spark, root, GOLD_PAGE_CLICKS_5S).collect()}
+    assert gold == truth.windows, "gold is not the recount of the distinct valid events"
+    return {"bronze": len(bronze), "silver": len(silver), "quarantine": len(quarantine), "gold_windows": len(gold)}
+
+
+# -- the tests -------------------------------------------------------------------------------
+
+
+def test_kill_9_of_run_at_random_moments_loses_nothing_and_misses_no_alert(spark, config, config_overrides, tmp_path):
+    opts = options(config_overrides)
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    traffic = Traffic(config.kafka, config.kafka.topics.clicks)
+    rng = random.Random()
+    ended_within: list[float] = []
+    log = tmp_path / "run-0.log"
+    run = start_run(opts, log)
+    try:
+        wait_until_every_query_runs(run, log)
+        traffic.start()
+        for kill in range(1, 4):
+            time.sleep(rng.uniform(2, 15))
+            doomed = family(run.pid)
+            assert len(doomed) >= 4, f"run, its JVM, the medallion process and its JVM: {doomed}"
+            os.kill(run.pid, signal.SIGKILL)
+            killed_at = time.monotonic()
+            run.wait()
+            log = tmp_path / f"run-{kill}.log"
+            run = start_run(opts, log)  # at once: it must be accepted
+            wait_for(lambda: not alive(doomed), 30, "every process of the killed run to end", every_s=0.1)
+            ended_within.append(time.monotonic() - killed_at)
+            wait_until_every_query_runs(run, log)
+        time.sleep(5)
+        traffic.stop()
+        truth = Truth.of(read_topic(config.kafka, config.kafka.topics.clicks))
+        wait_for(lambda: set(truth.hot(THRESHOLD)) <= set(alerted(config)), 180, "an alert for every hot window", every_s=2)
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=180) == 0
+    finally:
+        traffic.stopping.set()
+        run.kill()
+    clean_stop = log.read_text()
+    assert " ERROR " not in clean_stop and "Traceback" not in clean_stop, clean_stop[-3000:]
+    assert max(ended_within) <= 5, f"processes of a killed run outlived it: {ended_within}"
+
+    backfill = run_lakehouse("analytical", "--available-now", *opts, timeout=600)
+    assert backfill.returncode == 0, backfill.stderr[-3000:]
+
+    figures = assert_the_medallion_equals_the_truth(spark, config, truth)
+    alerts = assert_every_hot_window_alerted_and_no_count_above_the_truth(config, truth)
+    print(f"\nkill -9 of run: {len(ended_within)} kills, every process gone within {max(ended_within):.2f} s "
+          f"(each: {', '.join(f'{s:.2f}' for s in ended_within)}); records sent {traffic.sent:,} "
+          f"(failed sends {traffic.failed}); {figures}; distinct events {len(truth.events):,}, invalid "
+          f"{len(truth.invalid):,}; hot windows {len(truth.hot(THRESHOLD))}, alerted windows {len(alerts)}")
+
+
+def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_fast_path(spark, config, config_overrides):
+    settings = make_config(*config_overrides, *SHIPPED_BOUNDS, f"hot_pages.threshold={THRESHOLD}",
+                           "operational.starting_offsets=earliest")
+    ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
+    from shared.kafka import producer_for
+
+    rng = random.Random(7)
+    producer = producer_for(settings.kafka)
+    for index in range(10_000):  # aimed at the hot page, and at a page of their own
+        producer.send(settings.kafka.topics.clicks, value=hostile(rng, HOT_PAGE if index % 2 else "/hostile"))
+    producer.flush()
+    query = hot_pages.start(spark, settings)
+    try:
+        query.processAllAvailable()
+        watermark = (progress_dict(query.lastProgress).get("eventTime") or {}).get("watermark")
+        # Then a window turns hot in real time: 80 clicks on a page within one second.
+        target = now_micros()
+        for _ in range(80):
+            producer.send(settings.kafka.topics.clicks, value=click("/target", target))
+        producer.flush()
+        query.processAllAvailable()
+    finally:
+        query.stop()
+        producer.close()
+
+    window = target - target % 5_000_000
+    alerts = alerted(settings)
+    truth = Truth.of(read_topic(settings.kafka, settings.kafka.topics.clicks))
+    assert alerts.get(("/target", window)) == 80, alerts
+    above = {key: count for key, count in alerts.items() if count > truth.windows.get(key, 0)}
+    assert not above, f"alerts no valid click accounts for: {above}"
+    assert watermark is None or watermark < "2100", f"a hostile record moved the watermark to {watermark}"
+    print(f"\nhostile: 10,000 sent, {len(truth.invalid):,} invalid by the oracle, {len(truth.events):,} valid; "
+          f"watermark after them {watermark}; alerts {alerts}")
+
+
+def test_a_broker_killed_and_restarted_under_run_loses_nothing_and_misses_no_alert(
+        spark, config, config_overrides, broker_overrides, tmp_path):
+    opts = options(config_overrides)
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    broker = EmbeddedBroker(make_config(*broker_overrides), log=lambda message: None)
+    traffic = Traffic(config.kafka, config.kafka.topics.clicks)
+    log = tmp_path / "run.log"
+    run = start_run(opts, log)
+    try:
+        wait_until_every_query_runs(run, log)
+        traffic.start()
+        time.sleep(10)
+        os.kill(broker.status().pid, signal.SIGKILL)
+        time.sleep(rng_pause := random.uniform(5, 20))
+        broker.start()
+        time.sleep(15)
+        traffic.stop()
+        truth = Truth.of(read_topic(config.kafka, config.kafka.topics.clicks))
+        wait_for(lambda: set(truth.hot(THRESHOLD)) <= set(alerted(config)), 240, "an alert for every hot window", every_s=2)
+        assert run.poll() is None, f"run ended during the broker restart:\n{log.read_text()[-3000:]}"
+        run.send_signal(signal.SIGTERM)
+        assert run.wait(timeout=180) == 0
+    finally:
+        traffic.stopping.set()
+        run.kill()
+
+    backfill = run_lakehouse("analytical", "--available-now", *opts, timeout=600)
+    assert backfill.returncode == 0, backfill.stderr[-3000:]
+    figures = assert_the_medallion_equals_the_truth(spark, config, truth)
+    alerts = assert_every_hot_window_alerted_and_no_count_above_the_truth(config, truth)
+    print(f"\nbroker down {rng_pause:.1f} s under run: records sent {traffic.sent:,} (failed sends {traffic.failed}); "
+          f"{figures}; hot windows {len(truth.hot(THRESHOLD))}, alerted windows {len(alerts)}")
