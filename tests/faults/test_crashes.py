@@ -6,7 +6,7 @@ and every table and alert checked against a truth the test computes from what th
   - 10,000 hostile records reach the fast path, then a window turns hot in real time.
   - The broker is killed with SIGKILL under `lakehouse run` and started again.
 
-Threshold 50: the hot page takes about 200 clicks per window, an ordinary page about 5.
+Threshold 50: the hot page takes about 100 clicks per window, an ordinary page about 1.
 """
 
 from __future__ import annotations
@@ -50,7 +50,11 @@ def options(config_overrides, *more: str) -> list[str]:
     return [f"--set={item}" for item in (
         *config_overrides, *SHIPPED_BOUNDS, f"hot_pages.threshold={THRESHOLD}", "operational.starting_offsets=earliest",
         "operational.status_interval_s=2", "analytical.status_interval_s=2", "analytical.triggers.bronze=1 second",
-        "analytical.triggers.silver=2 seconds", "analytical.triggers.gold=2 seconds", *more)]
+        "analytical.triggers.silver=2 seconds", "analytical.triggers.gold=2 seconds",
+        # Under steady traffic a fast path that starts a batch as soon as one ends, with the medallion
+        # under nice 19, leaves the medallion minutes to start on 2 cores: this suite is about
+        # crashes, not isolation, so both share the cores here.
+        "operational.trigger=1 second", "analytical.niceness=0", *more)]
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -149,6 +153,7 @@ def assert_the_medallion_equals_the_truth(spark, config, truth: Truth) -> dict:
 # -- the tests -------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(900)
 def test_kill_9_of_run_at_random_moments_loses_nothing_and_misses_no_alert(spark, config, config_overrides, tmp_path):
     opts = options(config_overrides)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
@@ -160,18 +165,18 @@ def test_kill_9_of_run_at_random_moments_loses_nothing_and_misses_no_alert(spark
     try:
         wait_until_every_query_runs(run, log)
         traffic.start()
-        for kill in range(1, 4):
-            time.sleep(rng.uniform(2, 15))
+        for kill in range(1, 4):  # at any moment: mid-batch, mid-commit, while the medallion starts
+            time.sleep(rng.uniform(5, 30))
             doomed = family(run.pid)
-            assert len(doomed) >= 4, f"run, its JVM, the medallion process and its JVM: {doomed}"
             os.kill(run.pid, signal.SIGKILL)
             killed_at = time.monotonic()
             run.wait()
             log = tmp_path / f"run-{kill}.log"
             run = start_run(opts, log)  # at once: it must be accepted
-            wait_for(lambda: not alive(doomed), 30, "every process of the killed run to end", every_s=0.1)
-            ended_within.append(time.monotonic() - killed_at)
-            wait_until_every_query_runs(run, log)
+            wait_for(lambda: not alive(doomed), 30, "every process of the killed run to end", every_s=0.05)
+            ended_within.append(round(time.monotonic() - killed_at, 2))
+            assert run.poll() is None, f"the restart was refused:\n{log.read_text()[-3000:]}"
+        wait_until_every_query_runs(run, log)
         time.sleep(5)
         traffic.stop()
         truth = Truth.of(read_topic(config.kafka, config.kafka.topics.clicks))
@@ -205,7 +210,8 @@ def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_fast_path(spa
     rng = random.Random(7)
     producer = producer_for(settings.kafka)
     for index in range(10_000):  # aimed at the hot page, and at a page of their own
-        producer.send(settings.kafka.topics.clicks, value=hostile(rng, HOT_PAGE if index % 2 else "/hostile"))
+        producer.send(settings.kafka.topics.clicks, key=b"hostile",
+                      value=hostile(rng, HOT_PAGE if index % 2 else "/hostile"))
     producer.flush()
     query = hot_pages.start(spark, settings)
     try:

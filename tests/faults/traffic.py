@@ -106,7 +106,7 @@ class Traffic(threading.Thread):
     taken from the topic, not from this thread's intentions.
     """
 
-    def __init__(self, kafka_config, topic: str, *, rate: int = 300, hot_rate: int = 40, pages: int = 200,
+    def __init__(self, kafka_config, topic: str, *, rate: int = 150, hot_rate: int = 20, pages: int = 200,
                  duplicate: float = 0.02, late: float = 0.01, hostile_share: float = 0.03, seed: int = 12):
         super().__init__(daemon=True)
         from shared.kafka import producer_for
@@ -141,7 +141,8 @@ class Traffic(threading.Thread):
                 value = self._one(index)
                 if value is not None and value.startswith(b"{") and self.rng.random() < 0.2:
                     self._recent = (self._recent + [value])[-50:]
-                self.producer.send(self.topic, value=value).add_callback(self._ok).add_errback(self._failed)
+                key = b"tombstone" if value is None else None  # kafka-python wants a key or a value
+                self.producer.send(self.topic, key=key, value=value).add_callback(self._ok).add_errback(self._failed)
             next_tick += 0.1
             self.stopping.wait(max(0.0, next_tick - time.monotonic()))
         self.producer.flush(timeout=180)
