@@ -48,6 +48,7 @@ from analytical.tables import (
     SILVER_CLICKS,
     SILVER_QUARANTINE,
     Prune,
+    cached,
     create_if_missing,
     insert_new,
     table_path,
@@ -146,16 +147,13 @@ SAME_RECORD = "t.topic = s.topic AND t.partition = s.partition AND t.offset = s.
 def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine_path: str,
                 watermark: timedelta) -> None:
     """One micro-batch of parsed bronze rows into both tables; safe to replay."""
-    batch.persist()
-    try:
+    with cached(batch):
         valid = batch.transform(silver_clicks)
         events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
         horizon = spark_interval(watermark)
         insert_new(events, clicks_path, same_event(watermark), Prune("eventTime", "eventTime", horizon),
                    bounds_from=valid)
         insert_new(batch.transform(quarantined), quarantine_path, SAME_RECORD, Prune("offset", "offset"))
-    finally:
-        batch.unpersist()
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:

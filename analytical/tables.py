@@ -14,7 +14,8 @@ grow with history.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,6 +170,19 @@ def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> 
     )
 
 
+@contextmanager
+def cached(batch: DataFrame) -> Iterator[DataFrame]:
+    """`batch` persisted for the block, and unpersisted when the block succeeds.
+
+    When the block fails (a query stopped mid-batch interrupts it) the cache is left to Spark's
+    cleaner: the cancelled job's tasks may still be reading it, and unpersisting under them logged
+    `ERROR Executor: ... Block rdd_50_1 does not exist` on every such stop.
+    """
+    batch.persist()
+    yield batch
+    batch.unpersist()
+
+
 def upsert_stream(rows: DataFrame, path: str, keys: tuple[str, ...], prune: Prune, output_mode: str,
                   keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
     """A stream that MERGEs each micro-batch of `rows`, through `keep`, over the table at `path`.
@@ -180,11 +194,8 @@ def upsert_stream(rows: DataFrame, path: str, keys: tuple[str, ...], prune: Prun
     create_if_missing(rows.sparkSession, path, rows.transform(keep).schema, deletion_vectors=True)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        batch.persist()
-        try:
+        with cached(batch):
             upsert(batch.transform(keep), path, keys, prune)
-        finally:
-            batch.unpersist()
 
     return rows.writeStream.outputMode(output_mode).foreachBatch(write_batch)
 

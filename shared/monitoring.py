@@ -79,9 +79,12 @@ class ProgressRecorder(StreamingQueryListener):
         self._queue: deque[tuple] = deque()
         self._lock = threading.Lock()
         self.latest: dict[str, tuple] = {}  # query name -> its newest row (the console view)
+        self._running: set[str] = set()  # run ids started and not yet reported terminated
+        self._all_terminated = threading.Condition(self._lock)
 
     def onQueryStarted(self, event: Any) -> None:
-        pass
+        with self._lock:
+            self._running.add(str(event.runId))
 
     def onQueryProgress(self, event: Any) -> None:
         row = progress_row(event.progress)
@@ -107,6 +110,19 @@ class ProgressRecorder(StreamingQueryListener):
                    event.exception.splitlines()[0], None)
             with self._lock:
                 self._queue.append(row)
+        with self._lock:
+            self._running.discard(str(event.runId))
+            self._all_terminated.notify_all()
+
+    def await_terminations(self, timeout_s: float) -> bool:
+        """Wait until every query this listener saw start has been reported terminated to it.
+
+        Spark delivers listener events on its own thread, after the fact: removed (or its process
+        gone) while a query's last events are on their way, the listener fails on Spark's side with
+        `ERROR StreamingQueryListenerBus: Listener PythonStreamingQueryListenerWrapper threw an
+        exception`, which a clean stop must not log."""
+        with self._lock:
+            return self._all_terminated.wait_for(lambda: not self._running, timeout=timeout_s)
 
     def _name_of(self, query_id: str) -> str | None:
         return next((row[1] for row in self.latest.values() if row[2] == query_id), None)
@@ -160,6 +176,8 @@ def recording(spark: SparkSession, path: str,
     try:
         yield recorder
     finally:
+        if not any(query.isActive for query in spark.streams.active):  # stopped: their last events are due
+            recorder.await_terminations(timeout_s=10)
         spark.streams.removeListener(recorder)
         recorder.flush()
 

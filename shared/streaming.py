@@ -214,11 +214,29 @@ def supervise(
                 stop.event.wait(0.25)
         finally:
             for name, query in running.items():
-                query.stop()
+                stop_between_batches(query)
                 totals[name].add(query.recentProgress)
             if on_status is not None:
                 on_status()
     return totals
+
+
+#: How long a clean stop waits for a query to finish the micro-batch it is in.
+BATCH_END_WAIT_S = 30.0
+
+
+def stop_between_batches(query: Any, wait_s: float = BATCH_END_WAIT_S) -> None:
+    """Stop `query` once it is between micro-batches, waiting at most `wait_s` for that.
+
+    `stop()` interrupts the batch in flight, and Spark logs what the interruption broke at ERROR
+    (`WriteToDataSourceV2Exec: ... is aborting`, `TorrentBroadcast: Store broadcast ... fail`),
+    although nothing is lost: the batch runs again from the checkpoint. A query whose trigger
+    starts the next batch at once (the fast path's `0 seconds`) is seldom between batches while
+    data keeps coming: after `wait_s` it is stopped where it is."""
+    deadline = time.monotonic() + wait_s
+    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    query.stop()
 
 
 #: The longest wait before a restart, however many failures came before it.

@@ -99,14 +99,14 @@ def hostile(rng: random.Random, page: str = HOT_PAGE) -> bytes | None:
 class Traffic(threading.Thread):
     """Clicks in real time until stopped, at about `rate` records per second.
 
-    Per second: `hot_rate` clicks on the hot page, the rest spread over `pages` ordinary pages,
+    Per second: `hot_rate` clicks on the hot page (a multiple of 10), the rest spread over `pages` ordinary pages,
     and a share of duplicates (a recent record's exact bytes again), late events (30 s old, on
     ordinary pages) and hostile records. Sends go through one kafka-python producer that retries
     through a broker restart; records whose send failed for good are counted, and the truth is
     taken from the topic, not from this thread's intentions.
     """
 
-    def __init__(self, kafka_config, topic: str, *, rate: int = 150, hot_rate: int = 20, pages: int = 200,
+    def __init__(self, kafka_config, topic: str, *, rate: int = 100, hot_rate: int = 20, pages: int = 200,
                  duplicate: float = 0.02, late: float = 0.01, hostile_share: float = 0.03, seed: int = 12):
         super().__init__(daemon=True)
         from shared.kafka import producer_for
