@@ -9,7 +9,7 @@ MVN      ?= mvn
 MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
 
-.PHONY: help setup prerequisites test test-unit test-integration demo clean clean-run
+.PHONY: help setup prerequisites test test-unit test-faults demo clean clean-run
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -38,11 +38,14 @@ $(JARS)/broker/.resolved: pom.xml
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
 	@touch $@
 
-test: setup  ## all tests: unit and integration (real broker, Spark, Delta); about 16 minutes on 2 cores
+test: setup  ## all tests: unit, integration and the crash suite (real broker, Spark, Delta); about 22 minutes on 2 cores
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## only the fast unit tests
 	$(BIN)/pytest -m "not integration" $(PYTEST_ARGS)
+
+test-faults: setup  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input
+	$(BIN)/pytest -m faults $(PYTEST_ARGS)
 
 demo: setup  ## the whole story: broker, traffic, both paths, backfill, alerts, trends, check, reconcile, clean stop
 	@$(BIN)/lakehouse demo

@@ -205,7 +205,7 @@ class ClickGenerator:
         return f"{self._second_cache[1]}.{millis:03d}Z"
 
     def _malformed(self, index: int, page: bytes, event_ms: int) -> Record:
-        """One of the invalid shapes of DESIGN.md, in turn, tagged with the reason it must get."""
+        """One of the invalid shapes of the events contract, in turn, tagged with the reason it must get."""
         good = self._event(index, page, event_ms)
         shapes = [
             (InvalidReason.NOT_JSON, good[: len(good) // 2]),
@@ -216,6 +216,10 @@ class ClickGenerator:
             (InvalidReason.BAD_EVENT_TIME, good.replace(b"Z\"", b"\"", 1)),
             (InvalidReason.NOT_UTF8, good.replace(b"user-", b"user-\xff\xfe", 1)),
             (InvalidReason.NULL_VALUE, None),
+            (InvalidReason.NOT_JSON, good + b' {"eventId":"a second object"}'),
+            (InvalidReason.WRONG_TYPE, good.replace(b'"pageId":"' + page + b'"', b'"pageId":true', 1)),
+            (InvalidReason.EVENT_TIME_OUT_OF_RANGE, good.replace(self._iso(event_ms).encode(),
+                                                                 b"9999-12-31T23:59:59.999Z", 1)),
         ]
         reason, value = shapes[index % len(shapes)]
         return page, value, f"malformed:{reason.value}"

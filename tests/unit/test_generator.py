@@ -67,7 +67,7 @@ def test_special_records_have_the_asked_shares_and_shapes():
     assert all(values.count(value) >= 2 for value in duplicates[:50])
     reasons = {kind.split(":")[1] for _, _, kind in records if kind.startswith("malformed:")}
     assert reasons == {"not_json", "not_object", "missing_event_id", "empty_page_id", "page_id_too_long",
-                       "bad_event_time", "not_utf8", "null_value"}
+                       "bad_event_time", "not_utf8", "null_value", "wrong_type", "event_time_out_of_range"}
 
 
 def test_late_events_are_late_by_the_asked_range():
