@@ -213,30 +213,36 @@ def supervise(
                     next_status = time.monotonic() + status_interval_s
                 stop.event.wait(0.25)
         finally:
+            stop_between_batches(list(running.values()))
             for name, query in running.items():
-                stop_between_batches(query)
                 totals[name].add(query.recentProgress)
             if on_status is not None:
                 on_status()
     return totals
 
 
-#: How long a clean stop waits for a query to finish the micro-batch it is in.
-BATCH_END_WAIT_S = 30.0
+#: How long a clean stop waits for the queries to finish the micro-batches they are in.
+BATCH_END_WAIT_S = 15.0
 
 
-def stop_between_batches(query: Any, wait_s: float = BATCH_END_WAIT_S) -> None:
-    """Stop `query` once it is between micro-batches, waiting at most `wait_s` for that.
+def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -> None:
+    """Stop each query as soon as it is between micro-batches, all within `wait_s`.
 
     `stop()` interrupts the batch in flight, and Spark logs what the interruption broke at ERROR
     (`WriteToDataSourceV2Exec: ... is aborting`, `TorrentBroadcast: Store broadcast ... fail`),
     although nothing is lost: the batch runs again from the checkpoint. A query whose trigger
     starts the next batch at once (the fast path's `0 seconds`) is seldom between batches while
-    data keeps coming: after `wait_s` it is stopped where it is."""
+    data keeps coming: after `wait_s` the ones left are stopped where they are."""
     deadline = time.monotonic() + wait_s
-    while query.isActive and query.status.get("isTriggerActive") and time.monotonic() < deadline:
+    waiting = [query for query in queries if query.isActive]
+    while waiting and time.monotonic() < deadline:
+        for query in list(waiting):
+            if not query.isActive or not query.status.get("isTriggerActive"):
+                query.stop()
+                waiting.remove(query)
         time.sleep(0.01)
-    query.stop()
+    for query in waiting:
+        query.stop()
 
 
 #: The longest wait before a restart, however many failures came before it.

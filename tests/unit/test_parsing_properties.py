@@ -21,8 +21,8 @@ from shared.parsing import PARSE_REASONS, parse_clicks
 from tests.conftest import make_config
 from tests.contract_oracle import Bounds, expected_reason
 
-BYTES_EXAMPLES = 2000
-DOCUMENT_EXAMPLES = 4000
+BYTES_EXAMPLES = 1500
+DOCUMENT_EXAMPLES = 3000
 
 QUALITY = make_config("quality.max_clock_skew=1 hour", "quality.earliest_event_time=2000-01-01T00:00:00Z").quality
 BOUNDS = Bounds(earliest_micros=946_684_800_000_000, max_skew_micros=3_600_000_000)
