@@ -221,8 +221,10 @@ def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     from analytical import pipeline
-    from shared.kafka import ensure_topics
+    from shared.kafka import ensure_topics, wait_until_reachable
 
+    if args.wait_for_broker:
+        wait_until_reachable(config.kafka, args.wait_for_broker, _stderr)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
     with _monitored(config, [stream.name for stream in pipeline.STREAMS], echo) as (spark, recorder):
@@ -616,6 +618,9 @@ def build_parser() -> argparse.ArgumentParser:
     analytical.add_argument("--progress-json", action="store_true",
                             help="continuous: print each progress report as one JSON line on stdout instead of status "
                             "lines on stderr (how `lakehouse run` shows this process's queries in its console view)")
+    analytical.add_argument("--wait-for-broker", type=_positive(float), metavar="SECONDS",
+                            help="wait up to this long for the broker at start instead of failing at once (what "
+                            "`lakehouse run` asks of its medallion process: the broker may restart meanwhile)")
     analytical.set_defaults(handler=cmd_analytical)
 
     run = commands.add_parser(

@@ -5,9 +5,11 @@ and the option map for Spark's Kafka source and sink. Security is written once i
 
 from __future__ import annotations
 
+import itertools
 import logging
 import socket
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any, Iterator, Literal
 
@@ -105,6 +107,20 @@ def _connection_error(server: str, timeout_s: float) -> str | None:
             return None
     except OSError as error:
         return error.strerror or type(error).__name__
+
+
+def wait_until_reachable(kafka: KafkaConfig, timeout_s: float, report: Callable[[str], None]) -> None:
+    """Like `require_reachable`, but waiting up to `timeout_s` for a broker that is down (restarting)."""
+    deadline = time.monotonic() + timeout_s
+    for attempt in itertools.count():
+        try:
+            return require_reachable(kafka)
+        except LakehouseError:
+            if time.monotonic() >= deadline:
+                raise
+            if attempt == 0:
+                report(f"waiting up to {timeout_s:g} s for a Kafka broker at {kafka.bootstrap_servers}")
+            time.sleep(2)
 
 
 def require_reachable(kafka: KafkaConfig, timeout_s: float = 3.0) -> None:

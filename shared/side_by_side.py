@@ -21,6 +21,11 @@ from typing import Any
 from shared.processes import child_env
 
 
+#: How long the medallion process waits for the broker at start: `run` checked it a moment before,
+#: and a broker restarting meanwhile must not end the run (the streams themselves ride it out).
+BROKER_WAIT_S = 120.0
+
+
 class MedallionProcess:
     """`lakehouse analytical --progress-json` in a child process under `nice`.
 
@@ -32,6 +37,7 @@ class MedallionProcess:
                  on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
         self._process = subprocess.Popen(
             ["nice", "-n", str(niceness), sys.executable, "-m", "shared.cli", "analytical", "--progress-json",
+             f"--wait-for-broker={BROKER_WAIT_S:g}",
              *config_args],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # Its own process group, so a terminal's Ctrl-C reaches only the parent, which stops it in

@@ -222,7 +222,7 @@ def supervise(
 
 
 #: How long a clean stop waits for the queries to finish the micro-batches they are in.
-BATCH_END_WAIT_S = 15.0
+BATCH_END_WAIT_S = 60.0
 
 
 def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -> None:
