@@ -38,7 +38,7 @@ $(JARS)/broker/.resolved: pom.xml
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
 	@touch $@
 
-test: setup  ## all tests: unit, integration and the crash suite (real broker, Spark, Delta); about 22 minutes on 2 cores
+test: setup  ## all tests: unit, integration and the crash suite (real broker, Spark, Delta); 27 to 32 minutes on 2 cores
 	$(BIN)/pytest $(PYTEST_ARGS)
 
 test-unit: setup  ## only the fast unit tests
