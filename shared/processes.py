@@ -9,9 +9,8 @@ someone finds it (observed with `lakehouse run`'s medallion process). Linux's pa
   - a `lakehouse` child (Python) is started with `env=child_env()`, which names its parent;
     the child arms the signal itself as it starts (`die_with_parent`, called by the CLI's `main`),
     which is safer than arming it between fork and exec in a parent that runs JVM threads;
-  - any other child (the broker's JVM) is started through `setpriv --pdeathsig KILL` (util-linux).
-
-A Spark JVM ends with its Python driver by itself: PySpark's gateway exits when its stdin closes.
+  - any other child (the broker's JVM, the Spark JVM that PySpark launches: `shared.spark`) is
+    started through `setpriv --pdeathsig KILL` (util-linux).
 """
 
 from __future__ import annotations

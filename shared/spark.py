@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from shared import PROJECT_ROOT
 from shared.config import Config
 from shared.jvm import jars, java_executable
+from shared.processes import dying_with_parent
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -102,10 +103,39 @@ def spark_session(config: Config):
     builder = SparkSession.builder
     for key, value in spark_conf(config).items():
         builder = builder.config(key, value)
-    with _stdout_to_stderr():  # the JVM starts now and inherits file descriptor 1
+    with _stdout_to_stderr(), _jvm_dying_with_this_process():  # the JVM starts now
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(config.spark.log_level)
     return session
+
+
+@contextmanager
+def _jvm_dying_with_this_process() -> Iterator[None]:
+    """Have the kernel SIGKILL the Spark JVM that PySpark launches when this process dies.
+
+    Left to itself the JVM notices its driver's death when its stdin closes and then runs Spark's
+    shutdown hooks, its queries still writing meanwhile: measured 0.8 to 6.4 s on a loaded 2-core
+    machine, during which a restart waits for the checkpoints. PySpark offers no hook on the
+    launch, so its `Popen` is wrapped for the duration of the launch only. The signal follows the
+    thread that started the JVM, so only the main thread (which lives as long as the process) arms it.
+    """
+    import threading
+
+    from pyspark import java_gateway
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    launch = java_gateway.Popen
+
+    def launch_dying_with_us(command, **kwargs):
+        return launch(dying_with_parent(command), **kwargs)
+
+    java_gateway.Popen = launch_dying_with_us
+    try:
+        yield
+    finally:
+        java_gateway.Popen = launch
 
 
 @contextmanager
