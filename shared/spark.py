@@ -10,6 +10,7 @@ nothing else in the project builds one.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -109,6 +110,10 @@ def spark_session(config: Config):
     return session
 
 
+#: How long a process that ends normally waits for its Spark JVM's own shutdown (see below).
+JVM_EXIT_WAIT_S = 60
+
+
 @contextmanager
 def _jvm_dying_with_this_process() -> Iterator[None]:
     """Have the kernel SIGKILL the Spark JVM that PySpark launches when this process dies.
@@ -118,7 +123,12 @@ def _jvm_dying_with_this_process() -> Iterator[None]:
     machine, during which a restart waits for the checkpoints. PySpark offers no hook on the
     launch, so its `Popen` is wrapped for the duration of the launch only. The signal follows the
     thread that started the JVM, so only the main thread (which lives as long as the process) arms it.
+
+    A process that ends normally must still let the JVM run those hooks (they delete Spark's
+    temporary folders): at exit it closes the JVM's stdin and waits for it, as PySpark's gateway
+    expects, before the kernel's signal can cut it short.
     """
+    import atexit
     import threading
 
     from pyspark import java_gateway
@@ -129,13 +139,24 @@ def _jvm_dying_with_this_process() -> Iterator[None]:
     launch = java_gateway.Popen
 
     def launch_dying_with_us(command, **kwargs):
-        return launch(dying_with_parent(command), **kwargs)
+        jvm = launch(dying_with_parent(command), **kwargs)
+        atexit.register(_let_the_jvm_exit, jvm)
+        return jvm
 
     java_gateway.Popen = launch_dying_with_us
     try:
         yield
     finally:
         java_gateway.Popen = launch
+
+
+def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
+    if jvm.poll() is None and jvm.stdin is not None:
+        jvm.stdin.close()
+        try:
+            jvm.wait(timeout=JVM_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:
+            pass  # the kernel kills it as this process ends
 
 
 @contextmanager
