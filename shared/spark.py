@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+import shared.class_archive
 from shared import PROJECT_ROOT
 from shared.config import Config
 from shared.jvm import jars, java_executable
@@ -40,9 +41,11 @@ LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointi
 THREAD_STACK = "64m"
 
 
-def spark_conf(config: Config) -> dict[str, str]:
-    """The Spark settings for `config`, as data (what `spark_session` applies, in order)."""
+def spark_conf(config: Config, class_archive: bool = True) -> dict[str, str]:
+    """The Spark settings for `config`, as data (what `spark_session` applies, in order); the
+    driver maps this install's class-data archive when `class_archive` and it exists."""
     spark = config.spark
+    archive = shared.class_archive.java_option() if class_archive else None
     settings: dict[str, str] = {
         "spark.master": spark.master,
         "spark.app.name": spark.app_name,
@@ -57,6 +60,7 @@ def spark_conf(config: Config) -> dict[str, str]:
             # 1 MB thread stack the stop ends in a StackOverflowError on the stream thread
             # (reproduced: a MERGE in foreachBatch stopped mid-batch, 4 stops of 4).
             f"-Xss{THREAD_STACK}",
+            *([archive] if archive else []),
         ]),
         "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
         "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -92,8 +96,8 @@ def spark_conf(config: Config) -> dict[str, str]:
     return settings
 
 
-def spark_session(config: Config):
-    """Build (or return this process's) SparkSession for `config`."""
+def spark_session(config: Config, class_archive: bool = True):
+    """Build (or return this process's) SparkSession for `config` (`class_archive`: see spark_conf)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if config.spark.master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no network interface guessing
@@ -102,13 +106,15 @@ def spark_session(config: Config):
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in spark_conf(config).items():
+    for key, value in spark_conf(config, class_archive).items():
         builder = builder.config(key, value)
     with _stdout_to_stderr(), _jvm_dying_with_this_process():  # the JVM starts now
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(config.spark.log_level)
     return session
 
+
+_launched_jvm: "subprocess.Popen | None" = None
 
 #: How long a process that ends normally waits for its Spark JVM's own shutdown (see below).
 JVM_EXIT_WAIT_S = 60
@@ -139,9 +145,10 @@ def _jvm_dying_with_this_process() -> Iterator[None]:
     launch = java_gateway.Popen
 
     def launch_dying_with_us(command, **kwargs):
-        jvm = launch(dying_with_parent(command), **kwargs)
-        atexit.register(_let_the_jvm_exit, jvm)
-        return jvm
+        global _launched_jvm
+        _launched_jvm = launch(dying_with_parent(command), **kwargs)
+        atexit.register(_let_the_jvm_exit, _launched_jvm)
+        return _launched_jvm
 
     java_gateway.Popen = launch_dying_with_us
     try:
@@ -150,13 +157,33 @@ def _jvm_dying_with_this_process() -> Iterator[None]:
         java_gateway.Popen = launch
 
 
+def stop_and_await_jvm(spark: "SparkSession") -> None:
+    """Stop `spark` and wait for the JVM this process launched to exit (its shutdown hooks run)."""
+    spark.stop()
+    if _launched_jvm is not None:
+        _let_the_jvm_exit(_launched_jvm)
+
+
 def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
     if jvm.poll() is None and jvm.stdin is not None:
+        _quiet_accumulator_server()
         jvm.stdin.close()
         try:
             jvm.wait(timeout=JVM_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             pass  # the kernel kills it as this process ends
+
+
+def _quiet_accumulator_server() -> None:
+    """PySpark's accumulator server reads from a socket the JVM closes as it exits; while this
+    process still lives, that read fails and socketserver prints the traceback to stderr, after the
+    command's last word. This process is ending: the server's errors no longer matter."""
+    from pyspark import accumulators
+
+    for name in ("AccumulatorTCPServer", "AccumulatorUnixServer"):
+        server_class = getattr(accumulators, name, None)
+        if server_class is not None:
+            server_class.handle_error = lambda self, request, client_address: None
 
 
 @contextmanager
