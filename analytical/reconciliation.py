@@ -109,7 +109,7 @@ def _kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
 
 def reconcile(spark: SparkSession, config: Config, start: datetime | None = None,
               end: datetime | None = None) -> dict[str, Any]:
-    """The reconciliation as a JSON-ready dict (keys in DESIGN.md, "Reconciliation")."""
+    """The reconciliation as a JSON-ready dict (keys in CONTRACT.md, "Reconciliation")."""
     hot = config.hot_pages
     root = config.storage.root
     gold = read_table(spark, root, GOLD_PAGE_CLICKS_5S)

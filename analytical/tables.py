@@ -1,6 +1,6 @@
 """The medallion's Delta tables: where they are, and the two ways its layers write them.
 
-Table names are DESIGN.md's paths under a storage root (`bronze/clicks`, ...). A root is usually
+Table names are CONTRACT.md's paths under a storage root (`bronze/clicks`, ...). A root is usually
 `storage.root`; a rebuild builds the same tables under a staging root first (analytical.pipeline).
 
 Silver and gold are written by MERGE from `foreachBatch`, never by blind appends, so that a

@@ -1,4 +1,4 @@
-"""Time-to-alert, as DESIGN.md defines it, computed from the two topics themselves.
+"""Time-to-alert, as CONTRACT.md defines it ("Alerts"), computed from the two topics themselves.
 
 For each alerted window: from the Kafka append of the click that took the window over the
 threshold (the (threshold+1)-th distinct eventId of that page and window, in append order) to the

@@ -1,4 +1,4 @@
-"""The alert record on `hot-pages` (DESIGN.md, "Alerts"): key alertId, value a JSON object.
+"""The alert record on `hot-pages` (CONTRACT.md, "Alerts"): key alertId, value a JSON object.
 
 alertId is deterministic from (pageId, windowStart): the first 32 hex digits of
 sha256("<pageId>|<windowStart as epoch milliseconds>"), so every record about one window, from any

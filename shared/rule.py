@@ -1,4 +1,4 @@
-"""The hot-page rule, once, for both paths (DESIGN.md, "The rule").
+"""The hot-page rule, once, for both paths (CONTRACT.md, "The rule").
 
   - windows are tumbling, `hot_pages.window` long, aligned to the epoch: [start, start + window);
   - a window's count is the number of distinct eventId in it: de-duplicate, then count;

@@ -1,4 +1,4 @@
-"""An independent Python reading of the events contract (README, "Events"): which records are valid.
+"""An independent Python reading of the events contract (CONTRACT.md, "Events"): which records are valid.
 
 Written from the contract's words alone, with Python's own tools (`bytes.decode`, `json.loads`,
 calendar arithmetic), and importing nothing from the code under test, so that the property tests

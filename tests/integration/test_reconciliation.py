@@ -171,8 +171,8 @@ def test_a_forged_alert_is_unexplained_and_reconcile_exits_1(spark, both, config
     assert "not valid alerts" in run.stderr
 
 
-def test_every_cause_is_documented_in_the_readme():
+def test_every_cause_is_documented_in_the_contract():
     from shared import PROJECT_ROOT
 
-    readme = (PROJECT_ROOT / "README.md").read_text()
-    assert [cause for cause in CAUSES if f"`{cause}`" not in readme] == []
+    contract = (PROJECT_ROOT / "CONTRACT.md").read_text()
+    assert [cause for cause in CAUSES if f"`{cause}`" not in contract] == []

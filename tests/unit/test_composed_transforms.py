@@ -1,0 +1,104 @@
+"""The composed transforms and the MERGE helpers that make replays harmless, on tiny hand-made frames.
+
+Expected values are worked out here by hand from the rows each test writes, never by the code
+under test.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timezone
+
+from chispa import assert_df_equality
+
+from analytical.gold_page_clicks_5s import page_clicks_5s
+from analytical.tables import Prune, create_if_missing, insert_new, upsert
+from operational.hot_pages import hot_page_alerts
+from tests.conftest import make_config
+from tests.helpers import click
+
+KAFKA_SCHEMA = "key binary, value binary, timestamp timestamp"
+EVENTS_SCHEMA = "eventId string, pageId string, eventTime timestamp"
+
+
+def at(text: str) -> datetime:
+    return datetime.fromisoformat(f"2026-11-22 {text}")
+
+
+def test_the_fast_path_alerts_a_window_over_the_threshold_once_with_its_distinct_count(spark):
+    """Threshold 3. /hot at 10:00:00-05: four events, one of them sent twice, and one invalid record;
+    /hot at 10:00:05-10: three events (equal to the threshold: not hot); /cold: one event."""
+    config = make_config("hot_pages.threshold=3")
+    records = [click(f"h{n}", "/hot", f"10:00:0{n}.000") for n in range(4)]
+    records += [click("h1", "/hot", "10:00:01.000"), b'{"eventId":"h9","pageId":"/hot"}']
+    records += [click(f"n{n}", "/hot", f"10:00:0{5 + n}.000") for n in range(3)]
+    records += [click("c0", "/cold", "10:00:02.000")]
+    frame = spark.createDataFrame([(b"k", value, at("10:00:30")) for value in records], KAFKA_SCHEMA)
+
+    alerts = [(row.key, json.loads(row.value)) for row in
+              frame.transform(hot_page_alerts, config.hot_pages, config.quality).collect()]
+
+    window_start_ms = int(datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc).timestamp() * 1000)
+    alert_id = hashlib.sha256(f"/hot|{window_start_ms}".encode()).hexdigest()[:32]
+    assert [(key, alert["pageId"], alert["windowStart"], alert["windowEnd"], alert["clickCount"], alert["threshold"])
+            for key, alert in alerts] == [
+        (alert_id, "/hot", "2026-11-22T10:00:00.000Z", "2026-11-22T10:00:05.000Z", 4, 3)]
+
+
+def test_gold_counts_each_page_and_window_and_marks_hot_strictly_over_the_threshold(spark):
+    config = make_config("hot_pages.threshold=2")
+    events = spark.createDataFrame(
+        [("a1", "/a", at("10:00:00")), ("a2", "/a", at("10:00:04.999")), ("a3", "/a", at("10:00:01")),
+         ("a4", "/a", at("10:00:05")), ("b1", "/b", at("10:00:02")), ("b2", "/b", at("10:00:03"))],
+        EVENTS_SCHEMA)
+    expected = spark.createDataFrame(
+        [("/a", at("10:00:00"), at("10:00:05"), 3, True), ("/a", at("10:00:05"), at("10:00:10"), 1, False),
+         ("/b", at("10:00:00"), at("10:00:05"), 2, False)],
+        "pageId string, windowStart timestamp, windowEnd timestamp, clickCount long, isHot boolean")
+    actual = events.transform(page_clicks_5s, config.hot_pages)
+    assert_df_equality(actual.select(*expected.columns), expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_the_pruning_range_spans_the_batch_with_its_margin_and_is_none_when_empty(spark):
+    batch = spark.createDataFrame([("a", at("10:00:02")), ("b", at("10:07:00"))], "id string, eventTime timestamp")
+    prune = Prune("eventTime", "eventTime", margin="10 minutes")
+    condition = prune.condition(batch)
+    assert condition.startswith("t.`eventTime` BETWEEN TIMESTAMP'2026-11-22")
+    lower, upper = condition.split(" BETWEEN ")[1].split(" AND ")
+    assert "10:00:02" in lower and lower.endswith("- INTERVAL 10 minutes")
+    assert "10:07:00" in upper and upper.endswith("+ INTERVAL 10 minutes")
+    assert prune.condition(batch.limit(0)) is None
+    assert Prune("offset", "id").condition(spark.createDataFrame([(7,), (3,)], "id long")) == "t.`offset` BETWEEN 3 AND 7"
+
+
+def test_insert_new_adds_only_unseen_rows_so_a_replayed_batch_adds_nothing(spark, tmp_path):
+    path = str(tmp_path / "silver")
+    create_if_missing(spark, path, spark.createDataFrame([], EVENTS_SCHEMA).schema)
+    prune = Prune("eventTime", "eventTime", margin="10 minutes")
+    first = spark.createDataFrame([("e1", "/a", at("10:00:00")), ("e2", "/a", at("10:00:01"))], EVENTS_SCHEMA)
+    insert_new(first, path, "t.eventId = s.eventId", prune)
+    insert_new(first, path, "t.eventId = s.eventId", prune)  # the replay
+    second = spark.createDataFrame([("e2", "/b", at("10:00:02")), ("e3", "/a", at("10:00:03"))], EVENTS_SCHEMA)
+    insert_new(second, path, "t.eventId = s.eventId", prune)
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
+    insert_new(first.limit(0), path, "t.eventId = s.eventId", prune)  # an empty batch: no commit
+
+    rows = sorted((r.eventId, r.pageId) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("e1", "/a"), ("e2", "/a"), ("e3", "/a")]  # e2's first copy kept
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == history
+
+
+def test_upsert_writes_absolute_counts_so_a_replay_changes_nothing_and_a_correction_replaces(spark, tmp_path):
+    path = str(tmp_path / "gold")
+    schema = "pageId string, windowStart timestamp, clickCount long"
+    create_if_missing(spark, path, spark.createDataFrame([], schema).schema)
+    prune = Prune("windowStart", "windowStart")
+    batch = spark.createDataFrame([("/a", at("10:00:00"), 3), ("/b", at("10:00:00"), 1)], schema)
+    upsert(batch, path, ("pageId", "windowStart"), prune)
+    upsert(batch, path, ("pageId", "windowStart"), prune)  # the replay
+    correction = spark.createDataFrame([("/a", at("10:00:00"), 4), ("/a", at("10:00:05"), 1)], schema)
+    upsert(correction, path, ("pageId", "windowStart"), prune)
+
+    rows = sorted((r.pageId, r.windowStart, r.clickCount) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("/a", at("10:00:00"), 4), ("/a", at("10:00:05"), 1), ("/b", at("10:00:00"), 1)]
