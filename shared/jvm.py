@@ -1,4 +1,5 @@
-"""Where the JVM side lives: the `java` to run, and the Maven-resolved jars under `.jars/`.
+"""Where the JVM side lives: the `java` to run, the Maven-resolved jars under `.jars/`, and the
+Spark JVM's class-data archive beside them.
 
 `make setup` fills `.jars/spark` (for Spark's `spark.jars`) and `.jars/broker` (the embedded
 Kafka broker's classpath) from pom.xml. The two folders never mix: the broker's Kafka and Scala
@@ -7,6 +8,7 @@ versions differ from Spark's.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -52,3 +54,23 @@ def jars(kind: str) -> list[Path]:
             f"no jars in {folder}: run `make setup` (it resolves them with Maven from pom.xml)"
         )
     return found
+
+
+#: Where `python -m shared.class_archive` writes the Spark JVM's class-data archive.
+ARCHIVE_DIR = JARS_DIR / "class-archive"
+
+
+def archive_path() -> Path:
+    """The Spark JVM's class-data archive (`shared.class_archive`) for this install's `java`, pyspark
+    and Spark jars; it may not exist yet. A new install gets a new name, so a stale one is never used."""
+    import pyspark
+
+    identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__,
+                          *(path.name for path in jars("spark"))])
+    return ARCHIVE_DIR / f"spark-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
+
+
+def class_archive_option() -> str | None:
+    """`-XX:SharedArchiveFile=...` when this install's archive exists, else None."""
+    path = archive_path()
+    return f"-XX:SharedArchiveFile={path}" if path.is_file() else None

@@ -16,10 +16,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-import shared.class_archive
 from shared import PROJECT_ROOT
 from shared.config import Config
-from shared.jvm import jars, java_executable
+from shared.jvm import class_archive_option, jars, java_executable
 from shared.processes import dying_with_parent
 
 if TYPE_CHECKING:
@@ -45,7 +44,7 @@ def spark_conf(config: Config, class_archive: bool = True) -> dict[str, str]:
     """The Spark settings for `config`, as data (what `spark_session` applies, in order); the
     driver maps this install's class-data archive when `class_archive` and it exists."""
     spark = config.spark
-    archive = shared.class_archive.java_option() if class_archive else None
+    archive = class_archive_option() if class_archive else None
     settings: dict[str, str] = {
         "spark.master": spark.master,
         "spark.app.name": spark.app_name,
