@@ -62,11 +62,12 @@ ARCHIVE_DIR = JARS_DIR / "class-archive"
 
 def archive_path() -> Path:
     """The Spark JVM's class-data archive (`shared.class_archive`) for this install's `java`, pyspark
-    and Spark jars; it may not exist yet. A new install gets a new name, so a stale one is never used."""
+    and Spark jars (where they are: CDS also checks the class path); it may not exist yet. A new or
+    moved install gets a new name, so a stale archive is never used."""
     import pyspark
 
-    identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__,
-                          *(path.name for path in jars("spark"))])
+    identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__, pyspark.__file__,
+                          *(str(path) for path in jars("spark"))])  # CDS checks the class path itself
     return ARCHIVE_DIR / f"spark-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
 
