@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from analytical import gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
 from analytical.quality import Suite
 from analytical.tables import read_table
-from shared.config import Config
+from shared.config import Config, local_folder
 from shared.errors import LakehouseError
 
 Report = Callable[[str], None]
@@ -40,11 +40,11 @@ def project_dir(config: Config) -> Path:
     """Where the Great Expectations project (and its Data Docs) lives: a local folder."""
     if config.quality.docs_dir is not None:
         return config.quality.docs_dir
-    root = config.storage.root
-    if "://" in root and not root.startswith("file://"):
-        raise LakehouseError(f"storage.root is {root}: set quality.docs_dir to a local folder for the "
-                             "Great Expectations project and its Data Docs")
-    return Path(root.removeprefix("file://")) / "_quality"
+    root = local_folder(config.storage.root)
+    if root is None:
+        raise LakehouseError(f"storage.root is {config.storage.root}: set quality.docs_dir to a local folder "
+                             "for the Great Expectations project and its Data Docs")
+    return root / "_quality"
 
 
 def check(spark: SparkSession, config: Config, report: Report) -> tuple[list[dict[str, Any]], str]:

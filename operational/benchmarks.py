@@ -19,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from shared.config import Config, load_config, with_overrides
+from shared.config import Config, load_config, local_folder, with_overrides
 from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
 from shared.processes import child_env, die_with_parent
@@ -151,8 +151,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     }
     if measure_latency:
         result |= time_to_alert(spark, config)
-    if "://" not in root:
-        shutil.rmtree(root, ignore_errors=True)
+    if local_folder(root) is not None:
+        shutil.rmtree(local_folder(root), ignore_errors=True)
     return result
 
 

@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from shared.config import local_folder
 from shared.errors import LakehouseError
 
 
@@ -88,15 +89,15 @@ LOCK_SUFFIX = ".lock"
 
 
 def _lock_folder(storage_root: str) -> Path:
-    return Path(storage_root.removeprefix("file:")) / "_checkpoints"
+    return local_folder(storage_root) / "_checkpoints"
 
 
 def empty_keeping_locks(storage_root: str) -> None:
     """Delete everything under a local storage root except the checkpoint locks: the demo clears
     its folder while it holds them, and a lock file deleted and made again would admit a second
     process beside the first."""
-    root = Path(storage_root.removeprefix("file:"))
-    if not root.exists():
+    root = local_folder(storage_root)
+    if root is None or not root.exists():
         return
     locks = _lock_folder(storage_root)
     doomed = [entry for entry in root.iterdir() if entry != locks]
@@ -140,7 +141,7 @@ def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[s
     (`orphan_grace_s`), then kills it. Object-store roots have no such lock: there the deployment
     must run one writer per checkpoint (as Spark itself requires).
     """
-    if "://" in storage_root and not storage_root.startswith("file:"):
+    if local_folder(storage_root) is None:
         yield Locks([])
         return
     folder = _lock_folder(storage_root)

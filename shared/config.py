@@ -15,6 +15,7 @@ import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlparse
 from typing import Annotated, Any, Literal
 
 import yaml
@@ -384,9 +385,19 @@ def _describe(error: ValidationError) -> str:
     return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
+def local_folder(root: str) -> Path | None:
+    """The local folder a storage root names (`/x`, `relative/x`, `file:/x`, `file:///x`), or None
+    when it is a URI of another file system (`s3a://bucket/x`, `hdfs://...`): the one test of
+    "is this root local?" for everything that uses the local file system directly."""
+    parsed = urlparse(root)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    return None if parsed.scheme and "://" in root else Path(root)
+
+
 def _resolve_local_paths(config: Config) -> Config:
     root = config.storage.root
-    if "://" not in root and not Path(root).is_absolute():
+    if urlparse(root).scheme == "" and not Path(root).is_absolute():
         root = str(PROJECT_ROOT / root)
     run_dir = config.broker.run_dir
     if not run_dir.is_absolute():

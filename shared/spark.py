@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from shared import PROJECT_ROOT
-from shared.config import Config
+from shared.config import Config, local_folder
 from shared.jvm import class_archive_option, jars, java_executable
 from shared.processes import dying_with_parent
 
@@ -88,8 +88,7 @@ def spark_conf(config: Config, class_archive: bool = True) -> dict[str, str]:
         }
     else:
         settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
-    root = config.storage.root
-    if "://" not in root or root.startswith("file:"):
+    if local_folder(config.storage.root) is not None:
         settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
     settings |= {key: str(value) for key, value in spark.conf.items()}
     return settings

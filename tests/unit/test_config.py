@@ -1,10 +1,12 @@
 """Config: layering, typed overrides, secrets from the environment, errors that name the key."""
 
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
-from shared.config import load_config, render
+from shared import PROJECT_ROOT
+from shared.config import load_config, local_folder, render
 from shared.errors import ConfigError
 
 
@@ -135,3 +137,17 @@ def test_with_overrides_revalidates_and_keeps_secrets(monkeypatch):
     assert changed.kafka.security.sasl_password.get_secret_value() == "p"
     with pytest.raises(ConfigError, match="hot_pages.threshold"):
         with_overrides(config, ["hot_pages.threshold=-5"])
+
+
+@pytest.mark.parametrize("root, folder", [
+    ("/data/lakehouse", "/data/lakehouse"), ("file:/data/lakehouse", "/data/lakehouse"),
+    ("file:///data/lakehouse", "/data/lakehouse"), ("s3a://bucket/lakehouse", None),
+    ("hdfs://namenode:8020/lakehouse", None), ("abfss://c@account.dfs.core.windows.net/x", None),
+])
+def test_one_test_says_which_storage_roots_are_local_folders(root, folder):
+    assert local_folder(root) == (None if folder is None else Path(folder))
+
+
+def test_a_file_uri_root_is_not_taken_for_a_path_under_the_project():
+    assert load_config(overrides=["storage.root=file:/data/lakehouse"]).storage.root == "file:/data/lakehouse"
+    assert load_config(overrides=["storage.root=relative/lake"]).storage.root == str(PROJECT_ROOT / "relative/lake")
