@@ -26,13 +26,12 @@ from analytical.tables import (
     GOLD_PAGE_CLICKS_HOURLY,
     SILVER_CLICKS,
     SILVER_QUARANTINE,
-    checkpoint_path,
     delete_path,
     is_delta_table,
     move_path,
     table_path,
 )
-from shared.config import Config, spark_interval
+from shared.config import Config, checkpoint_location, spark_interval
 from shared.errors import LakehouseError
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.streaming import supervise
@@ -55,6 +54,11 @@ GOLD_HOURLY = Stream(gold_page_clicks_hourly.QUERY_NAME, "gold", (GOLD_PAGE_CLIC
                      gold_page_clicks_hourly.writer)
 #: In dependency order: each stream reads what an earlier one writes.
 STREAMS = (BRONZE, SILVER, GOLD_5S, GOLD_HOURLY)
+
+
+def in_layer(layer: str) -> list[Stream]:
+    """The streams of one layer, in dependency order: what a rebuild recomputes, layer by layer."""
+    return [stream for stream in STREAMS if stream.layer == layer]
 
 
 @dataclass(frozen=True)
@@ -84,7 +88,7 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
     writer = (
         stream.writer(spark, config, source_root, target_root)
         .queryName(stream.name)
-        .option("checkpointLocation", checkpoint_path(target_root, stream.name))
+        .option("checkpointLocation", checkpoint_location(target_root, stream.name))
     )
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -103,34 +107,20 @@ def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], Stre
 def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report,
                      on_status: Callable[[], None] | None = None, status_lines: bool = True) -> None:
     """All streams side by side on their layer's trigger, until stopped or `seconds` pass."""
-    settings = config.analytical
-    supervise(
-        starters(spark, config),
-        seconds=seconds,
-        status_interval_s=settings.status_interval_s,
-        max_restarts=settings.max_restarts,
-        restart_backoff_s=settings.restart_backoff_s,
-        report=report,
-        on_status=on_status,
-        status_lines=status_lines,
-    )
+    supervise(starters(spark, config), config.analytical, seconds=seconds, report=report, on_status=on_status,
+              status_lines=status_lines)
 
 
 def backfill(spark: SparkSession, config: Config, report: Report, streams: Sequence[Stream] = STREAMS,
              source_root: str | None = None, target_root: str | None = None) -> list[LayerRun]:
     """Each stream in turn with Trigger.AvailableNow: everything there is now, then stop."""
-    settings = config.analytical
     runs = []
     for stream in streams:
         started = time.monotonic()
         totals = supervise(
             {stream.name: _starter(spark, config, stream, available_now=True,
                                    source_root=source_root, target_root=target_root)},
-            seconds=None,
-            status_interval_s=settings.status_interval_s,
-            max_restarts=settings.max_restarts,
-            restart_backoff_s=settings.restart_backoff_s,
-            report=report,
+            config.analytical, seconds=None, report=report,
         )[stream.name]
         run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
                        totals.batches, totals.dropped_by_watermark, totals.invalid,
@@ -155,12 +145,13 @@ def rebuild(spark: SparkSession, config: Config, report: Report) -> list[LayerRu
     if not is_delta_table(spark, bronze):
         raise LakehouseError(f"there is no bronze table at {bronze}: run `lakehouse analytical --available-now` first")
     delete_path(spark, staging)
-    runs = backfill(spark, config, report, [SILVER], source_root=live, target_root=staging)
-    _publish(spark, [SILVER], staging, live, report)
-    for stream in (GOLD_5S, GOLD_HOURLY):  # they followed the silver table just replaced
-        delete_path(spark, checkpoint_path(live, stream.name))
-    runs += backfill(spark, config, report, [GOLD_5S, GOLD_HOURLY], source_root=live, target_root=staging)
-    _publish(spark, [GOLD_5S, GOLD_HOURLY], staging, live, report)
+    silver, gold = in_layer("silver"), in_layer("gold")
+    runs = backfill(spark, config, report, silver, source_root=live, target_root=staging)
+    _publish(spark, silver, staging, live, report)
+    for stream in gold:  # they followed the silver table just replaced
+        delete_path(spark, checkpoint_location(live, stream.name))
+    runs += backfill(spark, config, report, gold, source_root=live, target_root=staging)
+    _publish(spark, gold, staging, live, report)
     delete_path(spark, staging)
     return runs
 
@@ -175,7 +166,7 @@ def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live:
                 .save(table_path(live, table))
             )
             report(f"[rebuild] published {table}")
-        move_path(spark, checkpoint_path(staging, stream.name), checkpoint_path(live, stream.name))
+        move_path(spark, checkpoint_location(staging, stream.name), checkpoint_location(live, stream.name))
 
 
 def _starter(spark: SparkSession, config: Config, stream: Stream, **options) -> Callable[[], StreamingQuery]:

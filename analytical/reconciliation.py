@@ -25,11 +25,13 @@ data does not reproduce, such as an alert no record supports, is `unexplained`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytical import gold_page_clicks_5s
@@ -120,26 +122,44 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(hot_pages.QUERY_NAME)),
                                        config.kafka.topics.clicks)
 
-    margin = F.expr(f"INTERVAL {int(config.analytical.watermark.total_seconds())} SECONDS")
-    placed = _place_in_batches(spark, bronze, config, history, start, end, margin).persist()
-    records = _mark_duplicates(spark, placed, hot.watermark.total_seconds())
-    events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, margin)
+    events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, _horizon(config))
     newest_ms = silver.agg(F.unix_millis(F.max("eventTime"))).first()[0]
     gold_closed_ms = None if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
-
-    windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
     closed_ms = min(history.closed_up_to_ms if history.closed_up_to_ms is not None else -1,
                     gold_closed_ms if gold_closed_ms is not None else -1)
-    rows = (
-        windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
-        .transform(in_range, start, end)
-        .withColumn("closed", F.unix_millis("windowEnd") <= F.lit(closed_ms))
-        .withColumn("windowStartText", F.date_format("windowStart", _OUTPUT_TIME))
-        .orderBy("windowStart", "pageId")
-        .collect()
-    )
-    placed.unpersist()
+
+    with fast_path_model(spark, bronze, config, history, start, end) as records:
+        windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
+        rows = (
+            windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
+            .transform(in_range, start, end)
+            .withColumn("closed", F.unix_millis("windowEnd") <= F.lit(closed_ms))
+            .withColumn("windowStartText", F.date_format("windowStart", _OUTPUT_TIME))
+            .orderBy("windowStart", "pageId")
+            .collect()
+        )
     return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms)
+
+
+@contextmanager
+def fast_path_model(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,
+                    start: datetime | None = None, end: datetime | None = None) -> Iterator[DataFrame]:
+    """The reconciliation's model of the fast path: every valid bronze record with what the fast path
+    did to it (`fate`: counted, late, maybe_late, duplicate, unprocessed, unknown), cached for the block.
+
+    It restates the rule's streaming semantics (late dropping, the de-duplication horizon) record by
+    record; tests/unit/test_rule_agreement.py holds it against the fast path's own transform.
+    """
+    placed = _place_in_batches(spark, bronze, config, history, start, end, _horizon(config)).persist()
+    try:
+        yield _mark_duplicates(spark, placed, config.hot_pages.watermark.total_seconds())
+    finally:
+        placed.unpersist()
+
+
+def _horizon(config: Config) -> Column:
+    """How far beyond [start, end) an event can still matter: copies within gold's watermark."""
+    return F.expr(f"INTERVAL {int(config.analytical.watermark.total_seconds())} SECONDS")
 
 
 def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:

@@ -24,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import TimestampType
 
+from shared.config import location
 from shared.errors import LakehouseError
 
 BRONZE_CLICKS = "bronze/clicks"
@@ -38,11 +39,8 @@ _FILLED_BY = "lakehouse analytical --available-now"
 
 
 def table_path(root: str, table: str) -> str:
-    return f"{root.rstrip('/')}/{table}"
-
-
-def checkpoint_path(root: str, query_name: str) -> str:
-    return f"{root.rstrip('/')}/_checkpoints/{query_name}"
+    """Where `table` (a path of CONTRACT.md's, e.g. `silver/clicks`) lives under `root`."""
+    return location(root, table)
 
 
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),

@@ -158,7 +158,7 @@ def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
     print(f"\nevent time from {profile['first_event_time']} to {profile['last_event_time']}; "
           f"{profile['windows']} page windows, {profile['hot_windows']} hot (> {config.hot_pages.threshold})")
     if profile["top_windows"]:
-        print(f"\nbusiest windows (distinct events, after de-duplication):")
+        print("\nbusiest windows (distinct events, after de-duplication):")
         print(_table(profile["top_windows"], ["pageId", "windowStart", "clickCount", "isHot"]))
     return 0
 
@@ -172,20 +172,12 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    settings = config.operational
     with _monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
         _stderr(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
                 f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
                 f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
-        totals = supervise(
-            {hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)},
-            seconds=args.seconds,
-            status_interval_s=settings.status_interval_s,
-            max_restarts=settings.max_restarts,
-            restart_backoff_s=settings.restart_backoff_s,
-            report=_stderr,
-            on_status=recorder.flush,
-        )
+        totals = supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, config.operational,
+                           seconds=args.seconds, report=_stderr, on_status=recorder.flush)
     done = totals[hot_pages.QUERY_NAME]
     _stderr(f"[{hot_pages.QUERY_NAME}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
             f"{done.dropped_by_watermark:,} dropped as too late")
@@ -246,7 +238,6 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    settings = config.operational
     with _monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
         _stderr(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
@@ -257,10 +248,9 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
                 recorder.flush()
                 _stderr(recorder.console_view())
 
-            supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, seconds=args.seconds,
-                      status_interval_s=settings.status_interval_s, max_restarts=settings.max_restarts,
-                      restart_backoff_s=settings.restart_backoff_s, report=_stderr, on_status=status,
-                      status_lines=False, until=lambda: medallion.ended)
+            supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, config.operational,
+                      seconds=args.seconds, report=_stderr, on_status=status, status_lines=False,
+                      until=lambda: medallion.ended)
         finally:
             medallion.stop()
         if medallion.failed:

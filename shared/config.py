@@ -168,15 +168,15 @@ class HotPagesConfig(_Section):
     threshold: int = Field(ge=0)
 
 
-class _Supervised(_Section):
-    """How `lakehouse` runs a path's queries (shared.streaming.supervise)."""
+class Supervision(_Section):
+    """How `lakehouse` runs a path's queries (shared.streaming.supervise): status, restarts, backoff."""
 
     status_interval_s: float = Field(gt=0)
     max_restarts: int = Field(ge=0)
     restart_backoff_s: float = Field(ge=0)
 
 
-class KafkaSourceSettings(_Supervised):
+class KafkaSourceSettings(Supervision):
     """How a path reads the clicks topic."""
 
     starting_offsets: Literal["latest", "earliest"]
@@ -249,11 +249,22 @@ class Config(_Section):
 
     def path(self, *parts: str) -> str:
         """A location under `storage.root` (a local path or a URI), e.g. path('bronze', 'clicks')."""
-        return "/".join([self.storage.root.rstrip("/"), *parts])
+        return location(self.storage.root, *parts)
 
     def checkpoint(self, query_name: str) -> str:
         """Where the query called `query_name` keeps its checkpoint: storage.root/_checkpoints/<name>."""
-        return self.path("_checkpoints", query_name)
+        return checkpoint_location(self.storage.root, query_name)
+
+
+def location(root: str, *parts: str) -> str:
+    """A location under a storage root (a local path or a URI): the root's own, or another's
+    (a rebuild writes under `<root>/_rebuild` before it publishes)."""
+    return "/".join([root.rstrip("/"), *parts])
+
+
+def checkpoint_location(root: str, query_name: str) -> str:
+    """Where the query called `query_name` keeps its checkpoint under `root`: <root>/_checkpoints/<name>."""
+    return location(root, "_checkpoints", query_name)
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> Config:

@@ -107,10 +107,9 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                         next_view = time.monotonic() + 10
 
                 try:
-                    supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, seconds=seconds + 180,
-                              status_interval_s=1, max_restarts=config.operational.max_restarts,
-                              restart_backoff_s=config.operational.restart_backoff_s,
-                              report=_note, on_status=status, status_lines=False,
+                    supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)},
+                              config.operational.model_copy(update={"status_interval_s": 1}),
+                              seconds=seconds + 180, report=_note, on_status=status, status_lines=False,
                               until=lambda: medallion.ended or (bool(finished_at) and time.monotonic() > finished_at[0] + 10))
                 finally:
                     medallion.stop()

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -29,13 +29,42 @@ from pyspark.sql.streaming import StreamingQueryListener
 from shared.streaming import ProgressSummary, progress_dict
 
 TABLE = "ops/stream_progress"
-SCHEMA = (
-    "timestamp timestamp, queryName string, queryId string, runId string, batchId long, "
-    "numInputRows long, inputRowsPerSecond double, processedRowsPerSecond double, "
-    "durationMs map<string,long>, watermark string, kafkaLag double, maxOffsetsBehindLatest long, "
-    "stateRows long, stateMemoryBytes long, droppedByWatermark long, rocksdbMetrics map<string,long>, "
-    "observedMetrics string, expectationsFailed long, error string, progress string"
-)
+
+
+class ProgressRow(NamedTuple):
+    """One row of ops/stream_progress: one progress report of one query (or its failure, `error`)."""
+
+    timestamp: datetime
+    queryName: str | None
+    queryId: str | None
+    runId: str | None
+    batchId: int | None = None
+    numInputRows: int | None = None
+    inputRowsPerSecond: float | None = None
+    processedRowsPerSecond: float | None = None
+    durationMs: dict[str, int] | None = None
+    watermark: str | None = None
+    kafkaLag: float | None = None
+    maxOffsetsBehindLatest: int | None = None
+    stateRows: int | None = None
+    stateMemoryBytes: int | None = None
+    droppedByWatermark: int | None = None
+    rocksdbMetrics: dict[str, int] | None = None
+    observedMetrics: str | None = None
+    expectationsFailed: int | None = None
+    error: str | None = None
+    progress: str | None = None
+
+
+_SPARK_TYPES = {
+    "timestamp": "timestamp", "queryName": "string", "queryId": "string", "runId": "string", "batchId": "long",
+    "numInputRows": "long", "inputRowsPerSecond": "double", "processedRowsPerSecond": "double",
+    "durationMs": "map<string,long>", "watermark": "string", "kafkaLag": "double", "maxOffsetsBehindLatest": "long",
+    "stateRows": "long", "stateMemoryBytes": "long", "droppedByWatermark": "long",
+    "rocksdbMetrics": "map<string,long>", "observedMetrics": "string", "expectationsFailed": "long",
+    "error": "string", "progress": "string",
+}
+SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[name]}" for name in ProgressRow._fields)
 
 
 def _instant(text: str | None) -> datetime:
@@ -44,8 +73,8 @@ def _instant(text: str | None) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def progress_row(progress: Any) -> tuple:
-    """One progress report as a row of SCHEMA."""
+def progress_row(progress: Any) -> ProgressRow:
+    """One progress report as a row of ops/stream_progress."""
     data = progress_dict(progress)
     summary = ProgressSummary.of(data)
     operators = data.get("stateOperators", [])
@@ -54,14 +83,17 @@ def progress_row(progress: Any) -> tuple:
     rocksdb = {f"{op.get('operatorName', 'op')}.{key}": int(value)
                for op in operators for key, value in (op.get("customMetrics") or {}).items()
                if key.startswith("rocksdb") and isinstance(value, (int, float))}
-    return (
-        _instant(data.get("timestamp")), data.get("name"), data.get("id"), data.get("runId"), summary.batch_id,
-        summary.input_rows, summary.input_rate, summary.processed_rate,
-        {key: int(value) for key, value in (data.get("durationMs") or {}).items()},
-        summary.watermark, summary.lag, max(most_behind) if most_behind else None,
-        summary.state_rows, sum(op.get("memoryUsedBytes", 0) for op in operators), summary.dropped_by_watermark,
-        rocksdb, json.dumps(data.get("observedMetrics") or {}), sum(summary.expectations.values()), None,
-        json.dumps(data),
+    return ProgressRow(
+        timestamp=_instant(data.get("timestamp")), queryName=data.get("name"), queryId=data.get("id"),
+        runId=data.get("runId"), batchId=summary.batch_id, numInputRows=summary.input_rows,
+        inputRowsPerSecond=summary.input_rate, processedRowsPerSecond=summary.processed_rate,
+        durationMs={key: int(value) for key, value in (data.get("durationMs") or {}).items()},
+        watermark=summary.watermark, kafkaLag=summary.lag,
+        maxOffsetsBehindLatest=max(most_behind) if most_behind else None, stateRows=summary.state_rows,
+        stateMemoryBytes=sum(op.get("memoryUsedBytes", 0) for op in operators),
+        droppedByWatermark=summary.dropped_by_watermark, rocksdbMetrics=rocksdb,
+        observedMetrics=json.dumps(data.get("observedMetrics") or {}),
+        expectationsFailed=sum(summary.expectations.values()), progress=json.dumps(data),
     )
 
 
@@ -76,9 +108,9 @@ class ProgressRecorder(StreamingQueryListener):
         self.spark = spark
         self.path = path
         self._echo = echo
-        self._queue: deque[tuple] = deque()
+        self._queue: deque[ProgressRow] = deque()
         self._lock = threading.Lock()
-        self.latest: dict[str, tuple] = {}  # query name -> its newest row (the console view)
+        self.latest: dict[str, ProgressRow] = {}  # query name -> its newest row (the console view)
         self._running: set[str] = set()  # run ids started and not yet reported terminated
         self._all_terminated = threading.Condition(self._lock)
 
@@ -90,7 +122,7 @@ class ProgressRecorder(StreamingQueryListener):
         row = progress_row(event.progress)
         with self._lock:
             self._queue.append(row)
-            self.latest[row[1]] = row
+            self.latest[row.queryName] = row
         if self._echo:
             self._echo(event.progress.json)
 
@@ -98,16 +130,16 @@ class ProgressRecorder(StreamingQueryListener):
         """Put another process's query in the console view (that process records its own progress)."""
         row = progress_row(progress)
         with self._lock:
-            self.latest[row[1]] = row
+            self.latest[row.queryName] = row
 
     def onQueryIdle(self, event: Any) -> None:
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
         if event.exception:
-            row = (datetime.now(timezone.utc), self._name_of(str(event.id)), str(event.id), str(event.runId),
-                   None, None, None, None, {}, None, None, None, None, None, None, {}, None, None,
-                   event.exception.splitlines()[0], None)
+            row = ProgressRow(timestamp=datetime.now(timezone.utc), queryName=self._name_of(str(event.id)),
+                              queryId=str(event.id), runId=str(event.runId), durationMs={}, rocksdbMetrics={},
+                              error=event.exception.splitlines()[0])
             with self._lock:
                 self._queue.append(row)
         with self._lock:
@@ -125,7 +157,7 @@ class ProgressRecorder(StreamingQueryListener):
             return self._all_terminated.wait_for(lambda: not self._running, timeout=timeout_s)
 
     def _name_of(self, query_id: str) -> str | None:
-        return next((row[1] for row in self.latest.values() if row[2] == query_id), None)
+        return next((row.queryName for row in self.latest.values() if row.queryId == query_id), None)
 
     def create_table(self) -> None:
         """Create the table if it is missing, before any query runs: under `lakehouse run` two
@@ -156,13 +188,15 @@ class ProgressRecorder(StreamingQueryListener):
     def console_view(self) -> str:
         """A line per query from its newest progress: what `lakehouse run` prints as it goes."""
         with self._lock:
-            rows = sorted(self.latest.values(), key=lambda row: row[1] or "")
+            rows = sorted(self.latest.values(), key=lambda row: row.queryName or "")
         lines = []
         for row in rows:
-            lag = "n/a" if row[10] is None else f"{row[10]:,.0f}"
-            lines.append(f"  {row[1]:<24} batch {row[4]:>6}  in {row[6] or 0:>9,.0f}/s  done {row[7] or 0:>9,.0f}/s  "
-                         f"{row[8].get('triggerExecution', 0):>6} ms  lag {lag:>7}  state {row[12] or 0:>9,}  "
-                         f"late {row[14] or 0:,}  failed expectations {row[17] or 0:,}")
+            lag = "n/a" if row.kafkaLag is None else f"{row.kafkaLag:,.0f}"
+            lines.append(f"  {row.queryName:<24} batch {row.batchId:>6}  in {row.inputRowsPerSecond or 0:>9,.0f}/s  "
+                         f"done {row.processedRowsPerSecond or 0:>9,.0f}/s  "
+                         f"{row.durationMs.get('triggerExecution', 0):>6} ms  lag {lag:>7}  "
+                         f"state {row.stateRows or 0:>9,}  late {row.droppedByWatermark or 0:,}  "
+                         f"failed expectations {row.expectationsFailed or 0:,}")
         return "\n".join(lines)
 
 

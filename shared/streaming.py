@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shared.config import Supervision
 from shared.errors import LakehouseError
 from shared.parsing import PARSE_METRICS
 
@@ -143,11 +144,9 @@ class StopRequest:
 
 def supervise(
     starters: Mapping[str, Callable[[], Any]],
+    settings: Supervision,
     *,
     seconds: float | None,
-    status_interval_s: float,
-    max_restarts: int,
-    restart_backoff_s: float,
     report: Callable[[str], None],
     on_status: Callable[[], None] | None = None,
     status_lines: bool = True,
@@ -157,11 +156,11 @@ def supervise(
 
     Returns when every query has finished (an AvailableNow backfill), `seconds` pass, or a signal
     arrives; the queries still running are then stopped. A failed query is restarted from its
-    checkpoint after a backoff that starts at `restart_backoff_s` and doubles with each failure in a
-    row (at most MAX_BACKOFF_S); a completed micro-batch ends the row. After `max_restarts` failures
+    checkpoint after a backoff that starts at `settings.restart_backoff_s` and doubles with each failure in a
+    row (at most MAX_BACKOFF_S); a completed micro-batch ends the row. After `settings.max_restarts` failures
     in a row, or an error raised on purpose, the others are stopped cleanly and a LakehouseError
     carries the failed query's message.
-    Every `status_interval_s`: a status line per query (unless `status_lines` is off), then
+    Every `settings.status_interval_s`: a status line per query (unless `status_lines` is off), then
     `on_status` (the progress recorder's flush and console view), and once more at the end.
     `until`: stop as soon as it returns True (checked at each status interval).
     """
@@ -175,7 +174,7 @@ def supervise(
             for name, start in starters.items():
                 running[name] = start()
                 report(f"[{name}] started (query id {running[name].id})")
-            next_status = time.monotonic() + status_interval_s
+            next_status = time.monotonic() + settings.status_interval_s
             while running or restart_at:
                 done = until is not None and time.monotonic() >= next_status and until()
                 if stop.event.is_set() or (deadline and time.monotonic() >= deadline) or done:
@@ -193,11 +192,11 @@ def supervise(
                         report(f"[{name}] finished")
                         continue
                     message = _first_line(error)
-                    if restarts[name] >= max_restarts or _raised_on_purpose(error):
+                    if restarts[name] >= settings.max_restarts or _raised_on_purpose(error):
                         raise LakehouseError(f"the {name} query failed: {message}")
                     restarts[name] += 1
-                    backoff = min(restart_backoff_s * 2 ** (restarts[name] - 1), MAX_BACKOFF_S)
-                    report(f"[{name}] failed ({message}); restart {restarts[name]}/{max_restarts} "
+                    backoff = min(settings.restart_backoff_s * 2 ** (restarts[name] - 1), MAX_BACKOFF_S)
+                    report(f"[{name}] failed ({message}); restart {restarts[name]}/{settings.max_restarts} "
                            f"from its checkpoint in {backoff:g} s")
                     restart_at[name] = time.monotonic() + backoff
                 for name, when in list(restart_at.items()):
@@ -210,7 +209,7 @@ def supervise(
                             report(status_line(name, totals[name].latest, totals[name]))
                     if on_status is not None:
                         on_status()
-                    next_status = time.monotonic() + status_interval_s
+                    next_status = time.monotonic() + settings.status_interval_s
                 stop.event.wait(0.25)
         finally:
             stop_between_batches(list(running.values()))

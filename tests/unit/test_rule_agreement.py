@@ -1,0 +1,66 @@
+"""The reconciliation's model of the fast path agrees with the fast path's own transform.
+
+The model (`analytical.reconciliation.fast_path_model`) restates the rule record by record, in order
+to explain differences with gold. A change to the rule (`shared/rule.py`) or to the parsing that the
+model does not follow makes the two disagree here: on one static frame read in one micro-batch (no
+watermark yet, so nothing is late), every window must get the same count from both.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from pyspark.sql import functions as F
+
+from analytical.reconciliation import FastPathHistory, fast_path_model
+from operational.hot_pages import hot_page_alerts
+from shared.rule import assign_window
+from tests.conftest import make_config
+from tests.helpers import click
+
+TOPIC = "page-clicks"
+OUTPUT_TIME = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
+
+
+def records() -> list[bytes | None]:
+    """Valid clicks over three windows and two pages, exact copies, copies in another partition's
+    offsets, clicks on the windows' bounds, and invalid records that must count nowhere."""
+    values = [click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)]          # /a 10:00:00: 5
+    values += [click("a1", "/a", "10:00:01.000"), click("a3", "/a", "10:00:03.000")]  # copies
+    values += [click("b0", "/b", "10:00:04.999"), click("b1", "/b", "10:00:05.000")]  # either side of a bound
+    values += [click(f"c{n}", "/a", f"10:00:1{n}.500") for n in range(3)]          # /a 10:00:10: 3
+    values += [click("c0", "/a", "10:00:10.500"), click("n1", "/b", "10:00:05.000", userId="u1")]
+    values += [None, b"\xff", b"{}", b'{"eventId":"x","pageId":"/a","eventTime":"10:00"}',
+               b'{"eventId":true,"pageId":"/a","eventTime":"2026-11-22T10:00:01Z"}',
+               click("t1", "/a", "10:00:02.000") + b" trailing"]
+    return values
+
+
+def test_the_model_counts_every_window_as_the_fast_path_does(spark):
+    config = make_config("hot_pages.threshold=0", f"kafka.topics.clicks={TOPIC}")  # every window alerts
+    received = datetime.fromisoformat("2026-11-22 10:00:30")
+    rows = [(b"k", value, TOPIC, offset % 2, offset, received, received)
+            for offset, value in enumerate(records())]
+    kafka = spark.createDataFrame(
+        rows, "key binary, value binary, topic string, partition int, offset long, timestamp timestamp, "
+              "kafkaTimestamp timestamp")
+
+    fast_path = {(alert["pageId"], alert["windowStart"]): alert["clickCount"] for alert in
+                 (json.loads(row.value) for row in
+                  kafka.transform(hot_page_alerts, config.hot_pages, config.quality).collect())}
+
+    ends = {partition: max(offset for _, _, _, p, offset, _, _ in rows if p == partition) + 1 for partition in (0, 1)}
+    one_batch = FastPathHistory(ranges=[(partition, 0, end, 0, 0, 0) for partition, end in ends.items()],
+                                closed_up_to_ms=None, batches=1, first_batch=0)
+    with fast_path_model(spark, kafka.drop("timestamp"), config, one_batch) as placed:
+        fates = {row.fate for row in placed.select("fate").distinct().collect()}
+        model = {(row.pageId, row.windowStartText): row.n for row in
+                 placed.where(F.col("fate") == "counted").transform(assign_window, config.hot_pages.window)
+                 .groupBy("pageId", F.date_format("windowStart", OUTPUT_TIME).alias("windowStartText"))
+                 .agg(F.count(F.lit(1)).alias("n")).collect()}
+
+    assert fates == {"counted", "duplicate"}
+    assert model == fast_path
+    assert fast_path == {("/a", "2026-11-22T10:00:00.000Z"): 5, ("/b", "2026-11-22T10:00:00.000Z"): 1,
+                         ("/b", "2026-11-22T10:00:05.000Z"): 2, ("/a", "2026-11-22T10:00:10.000Z"): 3}
