@@ -1,0 +1,95 @@
+"""`lakehouse bench latency|throughput|memory|backfill`: each prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from shared.cli.common import passthrough, positive
+from shared.config import Config
+from shared.errors import LakehouseError
+
+
+def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import PROFILES, latency
+    from shared.kafka import require_reachable
+
+    profiles = [name.strip() for name in args.configs.split(",") if name.strip()]
+    unknown = sorted(set(profiles) - set(PROFILES))
+    if unknown:
+        raise LakehouseError(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
+    require_reachable(config.kafka)  # before a child process starts its Spark
+    print(json.dumps(latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
+                             with_medallion=args.with_medallion), indent=2))
+    return 0
+
+
+def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import throughput
+    from shared.kafka import require_reachable
+
+    require_reachable(config.kafka)
+    rates = [float(rate) for rate in args.rates.split(",")]
+    print(json.dumps(throughput(passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
+    return 0
+
+
+def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
+    from analytical.benchmarks import backfill_benchmark
+
+    print(json.dumps(backfill_benchmark(passthrough(args), args.events, args.history, args.span), indent=2))
+    return 0
+
+
+def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import memory
+
+    print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages), indent=2))
+    return 0
+
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add this area's commands to `lakehouse`."""
+    bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
+                                description="Benchmarks. Each run uses fresh topics, tables and checkpoints.")
+    bench_commands = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
+    bench_latency = bench_commands.add_parser(
+        "latency", parents=[common], help="time-to-alert under several configurations, same load",
+        description="Time-to-alert (Kafka append of the crossing click -> Kafka append of the first alert) "
+        "for each configuration in turn, on the same generated load; p50/p95/p99/max and ratios to tuned.")
+    bench_latency.add_argument("--rate", type=positive(float), default=20_000.0)
+    bench_latency.add_argument("--seconds", type=positive(float), default=60.0)
+    bench_latency.add_argument("--hot-pages", type=int, default=8, help="hot pages in the load (default 8)")
+    bench_latency.add_argument("--configs", default="tuned,spark-defaults,seed",
+                               help="comma-separated: tuned, spark-defaults, seed (default: all three)")
+    bench_latency.add_argument("--with-medallion", action="store_true",
+                               help="instead of --configs: the fast path alone, then with the four medallion streams "
+                               "beside it in its own application (FAIR pools), then in a separate application under "
+                               "nice (as `lakehouse run` starts it); p99 ratios over alone (target 1.2)")
+    bench_latency.set_defaults(handler=cmd_bench_latency)
+    bench_throughput = bench_commands.add_parser(
+        "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
+        description="Offer each rate in turn for --seconds; stop at the first whose Kafka lag grows.")
+    bench_throughput.add_argument("--rates", default="10000,20000,25000,30000", help="rates to try, in order")
+    bench_throughput.add_argument("--seconds", type=positive(float), default=60.0)
+    bench_throughput.add_argument("--hot-pages", type=int, default=3)
+    bench_throughput.set_defaults(handler=cmd_bench_throughput)
+    bench_memory = bench_commands.add_parser(
+        "memory", parents=[common], help="state rows and driver JVM RSS over a long run",
+        description="Run the fast path at --rate for --seconds, sampling state rows and the driver JVM's RSS.")
+    bench_memory.add_argument("--rate", type=positive(float), default=20_000.0)
+    bench_memory.add_argument("--seconds", type=positive(float), default=600.0)
+    bench_memory.add_argument("--hot-pages", type=int, default=3)
+    bench_memory.set_defaults(handler=cmd_bench_memory)
+    bench_backfill = bench_commands.add_parser(
+        "backfill", parents=[common], help="medallion backfill: events/s and growth with history",
+        description="Backfill N events from bronze to gold with AvailableNow (events per second), then time an "
+        "incremental backfill of the same N new events on top of 1x and of --history x N events of history "
+        "(the ratio shows whether a backfill slows down as the tables grow). Reports peak memory.")
+    bench_backfill.add_argument("--events", type=positive(int), default=200_000, help="N (default 200000)")
+    bench_backfill.add_argument("--history", type=positive(int), default=10, help="the larger history, in N (default 10)")
+    bench_backfill.add_argument("--span", type=positive(float), default=3600.0,
+                                help="seconds of event time each block of N events covers (default 3600)")
+    bench_backfill.set_defaults(handler=cmd_bench_backfill)

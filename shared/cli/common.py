@@ -1,0 +1,93 @@
+"""What the command modules share: output, argument types, and a monitored Spark session."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from shared.config import Config
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    widths = {c: max([len(c), *(len(str(row.get(c, ""))) for row in rows)]) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
+    lines += ["  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns) for row in rows]
+    return "\n".join(lines)
+
+
+def print_rows(rows: list[dict], columns: list[str], output: str) -> None:
+    if output == "json":
+        print(json.dumps(rows, indent=2))
+    elif output == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        print(table(rows, columns))
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def positive(kind: type) -> Callable[[str], float | int]:
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+def instant(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time such as 2026-11-22T10:00:00Z, got {text}")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@contextmanager
+def monitored(config: Config, query_names: list[str],
+               echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
+    """The checkpoints of `query_names` held by this process, a SparkSession, and every query's
+    progress recorded to ops/stream_progress (and given to `echo`) while the block runs."""
+    from shared.checkpoints import exclusive
+    from shared.monitoring import TABLE, recording
+    from shared.spark import spark_session
+
+    with exclusive(config.storage.root, query_names, report=say) as locks:
+        spark = spark_session(config)
+        locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
+        with recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
+            yield spark, recorder
+
+
+def passthrough(args: argparse.Namespace) -> list[str]:
+    """The --config/--set a benchmark's child processes must see."""
+    config = [f"--config={args.config}"] if getattr(args, "config", None) else []
+    return config + [f"--set={item}" for item in getattr(args, "overrides", [])]
+
+
+
+def window_range_options() -> argparse.ArgumentParser:
+    """--from/--to: the windows a question (query, reconcile) covers, by their start."""
+    window_range = argparse.ArgumentParser(add_help=False)
+    window_range.add_argument("--from", dest="start", type=instant, help="first window start included (ISO-8601)")
+    window_range.add_argument("--to", dest="end", type=instant, help="window starts before this")
+    return window_range

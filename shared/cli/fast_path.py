@@ -1,0 +1,71 @@
+"""`lakehouse operational` and `lakehouse alerts`: the hot-page stream, and what it raised."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from shared.cli.common import monitored, positive, say, table
+from shared.config import Config
+
+
+def cmd_operational(config: Config, args: argparse.Namespace) -> int:
+    from operational import hot_pages
+    from shared.kafka import ensure_topics
+    from shared.streaming import supervise
+
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    with monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
+        say(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
+                f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
+                f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
+        totals = supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, config.operational,
+                           seconds=args.seconds, report=say, on_status=recorder.flush)
+    done = totals[hot_pages.QUERY_NAME]
+    say(f"[{hot_pages.QUERY_NAME}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
+            f"{done.dropped_by_watermark:,} dropped as too late")
+    return 0
+
+
+def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
+    from operational.alerts_topic import latest_alerts, read_alerts
+
+    topic = config.kafka.topics.alerts
+    if args.follow:  # until Ctrl-C, which is how following ends: exit 0
+        try:
+            for _, changed in read_alerts(config.kafka, topic, follow=True):
+                if changed is not None:
+                    print(json.dumps(changed.as_dict()) if args.format == "json" else
+                          f"{changed.window_start}  {changed.page_id}  {changed.click_count}", flush=True)
+        except KeyboardInterrupt:
+            pass
+        return 0
+    book = latest_alerts(config.kafka, topic)
+    alerts = [alert.as_dict() for alert in book.sorted()]
+    if args.format == "json":
+        print(json.dumps(alerts, indent=2))
+    else:
+        print(table(alerts, ["windowStart", "pageId", "clickCount", "threshold", "alertId"]))
+    say(f"{len(alerts)} alerted windows from {book.records} records on {topic}"
+            + (f"; {len(book.invalid)} records are not valid alerts" if book.invalid else ""))
+    return 0
+
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add this area's commands to `lakehouse`."""
+    operational = commands.add_parser(
+        "operational", parents=[common], help="the hot-page stream: clicks -> alerts on Kafka",
+        description="Run the fast path until stopped (SIGINT/SIGTERM stop it cleanly, exit 0) or for --seconds. "
+        "A restart resumes from its checkpoint. Prints a status line every operational.status_interval_s.")
+    operational.add_argument("--seconds", type=positive(float), help="stop after this long (default: run until stopped)")
+    operational.set_defaults(handler=cmd_operational)
+
+    alerts = commands.add_parser(
+        "alerts", parents=[common], help="the alerts on the topic, one per alertId (highest count)",
+        description="Read the alerts topic from the beginning and print, per alertId, the record with the "
+        "highest clickCount. Records that are not valid alerts are counted, not fatal.")
+    alerts.add_argument("--follow", action="store_true", help="keep reading; print each new or raised alert")
+    alerts.add_argument("--format", choices=["table", "json"], default="table")
+    alerts.set_defaults(handler=cmd_alerts)

@@ -1,0 +1,200 @@
+"""`lakehouse analytical|run|status|rebuild|query|maintain`: the medallion, both paths side by side,
+and the questions gold answers."""
+
+from __future__ import annotations
+
+import argparse
+from datetime import datetime, timezone
+from typing import Any
+
+from shared.cli.common import monitored, passthrough, positive, print_rows, say, table, window_range_options
+from shared.config import Config
+from shared.errors import LakehouseError
+
+
+def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
+    from analytical import pipeline
+    from shared.kafka import ensure_topics, wait_until_reachable
+
+    if args.wait_for_broker:
+        wait_until_reachable(config.kafka, args.wait_for_broker, say)
+    ensure_topics(config.kafka, [config.kafka.topics.clicks])
+    echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
+    with monitored(config, [stream.name for stream in pipeline.STREAMS], echo) as (spark, recorder):
+        say(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
+        if not args.available_now:
+            pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
+                                      status_lines=not args.progress_json)
+            return 0
+        runs = pipeline.backfill(spark, config, say)
+    print_rows([run.as_dict() for run in runs],
+                ["layer", "query", "rows", "seconds", "batches", "invalid", "dropped_by_watermark"], args.format)
+    return 0
+
+
+def cmd_run(config: Config, args: argparse.Namespace) -> int:
+    from operational import hot_pages
+    from shared.kafka import ensure_topics
+    from shared.side_by_side import MedallionProcess
+    from shared.streaming import supervise
+
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    with monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
+        say(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
+                f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
+        medallion = MedallionProcess(passthrough(args), config.analytical.niceness, relay=say,
+                                     on_progress=recorder.show)
+        try:
+            def status() -> None:
+                recorder.flush()
+                say(recorder.console_view())
+
+            supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, config.operational,
+                      seconds=args.seconds, report=say, on_status=status, status_lines=False,
+                      until=lambda: medallion.ended)
+        finally:
+            medallion.stop()
+        if medallion.failed:
+            raise LakehouseError(medallion.failed)
+    say("stopped; `lakehouse status` summarises the recorded progress")
+    return 0
+
+
+def cmd_status(config: Config, args: argparse.Namespace) -> int:
+    from datetime import timedelta
+
+    from shared.monitoring import TABLE, summarise
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    path = config.path(*TABLE.split("/"))
+    from delta.tables import DeltaTable
+
+    if not DeltaTable.isDeltaTable(spark, path):
+        raise LakehouseError(f"no progress recorded at {path} yet: it fills while `lakehouse run`, "
+                             "`operational` or `analytical` run")
+    since = datetime.now(timezone.utc) - timedelta(minutes=args.minutes)
+    rows = [row.asDict() for row in summarise(spark.read.format("delta").load(path), since).collect()]
+    say(f"progress of the last {args.minutes:g} minutes from {path}")
+    print_rows(rows, ["queryName", "batches", "lastBatch", "lastProgress", "lag", "batchMsP50", "batchMsP95",
+                       "batchMsP99", "processedPerSecond", "droppedLate", "failedExpectations", "errors",
+                       "lastError"], args.format)
+    return 0
+
+
+def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
+    from analytical import pipeline
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    say(f"rebuilding silver and gold from bronze under {config.storage.root}")
+    rows = [run.as_dict() for run in pipeline.rebuild(spark, config, say)]
+    print(table(rows, ["layer", "query", "rows", "seconds", "batches"]))
+    return 0
+
+
+def cmd_query(config: Config, args: argparse.Namespace) -> int:
+    from analytical import trends
+    from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S, as_of=args.as_of)
+    windows = trends.in_range(windows, args.start, args.end)
+    if args.question == "top-pages":
+        result = trends.top_pages(windows, args.limit)
+    elif args.question == "trend":
+        result = trends.page_trend(windows, args.page, args.bucket)
+    else:
+        result = trends.hot_windows(windows)
+    rows, files = trends.answer(result)
+    version = f" as of {args.as_of}" if args.as_of else ""
+    say(f"{len(rows)} rows from {GOLD_PAGE_CLICKS_5S}{version}"
+            + (f"; {files} data files read" if files is not None else ""))
+    print_rows(rows, [field.name for field in result.schema.fields], args.format)
+    return 0
+
+
+def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
+    from analytical.maintenance import maintain
+    from shared.spark import spark_session
+
+    spark = spark_session(config)
+    rows = maintain(spark, config, say, vacuum=not args.no_vacuum)
+    print_rows(rows, ["table", "zOrderBy", "filesBefore", "filesAfter"], args.format)
+    return 0
+
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add this area's commands to `lakehouse`."""
+    analytical = commands.add_parser(
+        "analytical", parents=[common], help="the medallion streams: Kafka -> bronze -> silver -> gold",
+        description="Run the bronze, silver and gold streams continuously (triggers from analytical.triggers) "
+        "until stopped or for --seconds; or, with --available-now, run each layer in order over all there is "
+        "(a backfill), print the rows and time per layer, and exit. A second backfill adds nothing.")
+    analytical.add_argument("--available-now", action="store_true", help="backfill: process what is there, then exit")
+    analytical.add_argument("--seconds", type=positive(float), help="continuous: stop after this long")
+    analytical.add_argument("--format", choices=["table", "json"], default="table", help="backfill summary format")
+    analytical.add_argument("--progress-json", action="store_true",
+                            help="continuous: print each progress report as one JSON line on stdout instead of status "
+                            "lines on stderr (how `lakehouse run` shows this process's queries in its console view)")
+    analytical.add_argument("--wait-for-broker", type=positive(float), metavar="SECONDS",
+                            help="wait up to this long for the broker at start instead of failing at once (what "
+                            "`lakehouse run` asks of its medallion process: the broker may restart meanwhile)")
+    analytical.set_defaults(handler=cmd_analytical)
+
+    run = commands.add_parser(
+        "run", parents=[common], help="both paths side by side: the fast path, and the medallion at low priority",
+        description="Start the hot-pages stream here and the four medallion streams beside it as a separate "
+        "`lakehouse analytical` process under `nice -n <analytical.niceness>` (it measured better than one application "
+        "with FAIR pools: README). Every query's progress goes to the Delta table ops/stream_progress, and to one "
+        "console view of both processes' queries. "
+        "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
+        "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
+    run.add_argument("--seconds", type=positive(float), help="stop after this long (default: until stopped)")
+    run.set_defaults(handler=cmd_run)
+
+    status = commands.add_parser(
+        "status", parents=[common], help="recent progress of every stream, from ops/stream_progress",
+        description="Per query, from the recorded progress of the last --minutes: batches, last batch and when, "
+        "Kafka lag, batch duration percentiles, processed rate, rows dropped as late, failed expectations, errors.")
+    status.add_argument("--minutes", type=positive(float), default=15.0, help="how far back (default 15)")
+    status.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    status.set_defaults(handler=cmd_status)
+
+    commands.add_parser(
+        "rebuild", parents=[common], help="recompute silver and gold from bronze, from scratch",
+        description="Rebuild silver/clicks, silver/quarantine and both gold tables from bronze/clicks with fresh "
+        "checkpoints, in a staging folder, then publish each table in one commit: readers never see a half-built "
+        "table. Stop the analytical streams first; if a rebuild is interrupted, run it again.",
+    ).set_defaults(handler=cmd_rebuild)
+
+    query = commands.add_parser(
+        "query", parents=[common], help="historical trend questions on gold, with time travel",
+        description="Answer a question from gold/page_clicks_5s. Times are ISO-8601 (UTC unless a zone is given); "
+        "a window belongs to [--from, --to) by its start.")
+    questions = query.add_subparsers(dest="question", metavar="QUESTION", required=True)
+    window_range = window_range_options()
+    query_options = argparse.ArgumentParser(add_help=False, parents=[window_range])
+    query_options.add_argument("--as-of", metavar="VERSION|TIMESTAMP",
+                               help="read gold as it was at this Delta version or timestamp (time travel)")
+    query_options.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    top = questions.add_parser("top-pages", parents=[common, query_options], help="pages with the most clicks",
+                               description="The pages with the most clicks in the range, with hot windows and peak.")
+    top.add_argument("--limit", type=positive(int), default=10)
+    trend = questions.add_parser("trend", parents=[common, query_options], help="one page's clicks per hour or day",
+                                 description="One page's clicks, hot windows and peak window per hour or day (UTC).")
+    trend.add_argument("--page", required=True, help="the pageId")
+    trend.add_argument("--bucket", choices=["hour", "day"], default="hour")
+    questions.add_parser("hot-windows", parents=[common, query_options], help="windows over the threshold",
+                         description="Every hot window (more clicks than the threshold) in the range, oldest first.")
+    query.set_defaults(handler=cmd_query)
+
+    maintain = commands.add_parser(
+        "maintain", parents=[common], help="OPTIMIZE (Z-order) and VACUUM the Delta tables",
+        description="Compact every medallion table, Z-order those whose readers filter on a column, then VACUUM "
+        "files older than analytical.vacuum_retention.")
+    maintain.add_argument("--no-vacuum", action="store_true", help="only OPTIMIZE")
+    maintain.add_argument("--format", choices=["table", "json"], default="table")
+    maintain.set_defaults(handler=cmd_maintain)
