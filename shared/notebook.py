@@ -31,7 +31,7 @@ def setting_up() -> tuple[Config, Any]:
     return config, spark_session(config)
 
 
-def send_traffic(config: Config, seconds: float = 20, rate: float = 3000, hot_pages: int = 3) -> dict[str, int]:
+def send_traffic(config: Config, seconds: float = 10, rate: float = 2000, hot_pages: int = 3) -> dict[str, int]:
     """`seconds` of generated clicks at `rate` (paced), with hot pages and a little bad data."""
     from shared.generator import ClickGenerator, TrafficSpec, send
     from shared.kafka import producer_for
