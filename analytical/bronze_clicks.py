@@ -19,16 +19,44 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DateType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
 
-from analytical.tables import BRONZE_CLICKS, create_if_missing, table_path
+from analytical.tables import Table
 from shared.config import Config
 from shared.kafka import read_clicks_stream
+from shared.streaming import Stream
 
-QUERY_NAME = "bronze_clicks"
 #: The Kafka timestamp's column here (a Kafka source calls it `timestamp`).
 KAFKA_TIMESTAMP = "kafkaTimestamp"
-PARTITION_COLUMNS = ("ingestDate",)
-STATS_COLUMNS = ("partition", "offset", "kafkaTimestamp", "ingestTime")
+
+TABLE = Table(
+    "bronze/clicks",
+    StructType([
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField(KAFKA_TIMESTAMP, TimestampType()),
+        StructField("kafkaTimestampType", IntegerType()),
+        StructField("headers", ArrayType(StructType([StructField("key", StringType()),
+                                                     StructField("value", BinaryType())]))),
+        StructField("ingestTime", TimestampType(), nullable=False),
+        StructField("ingestDate", DateType(), nullable=False),
+    ]),
+    partition_by=("ingestDate",),
+    stats_columns=("partition", "offset", KAFKA_TIMESTAMP, "ingestTime"),
+)
 
 
 def to_bronze(records: DataFrame) -> DataFrame:
@@ -49,11 +77,13 @@ def to_bronze(records: DataFrame) -> DataFrame:
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """Kafka -> bronze/clicks under `target_root` (`source_root` is unused: bronze reads Kafka)."""
     records = read_clicks_stream(spark, config.kafka, config.analytical, headers=True).transform(to_bronze)
-    path = table_path(target_root, BRONZE_CLICKS)
-    create_if_missing(spark, path, records.schema, PARTITION_COLUMNS, STATS_COLUMNS)
+    path = TABLE.create(spark, target_root, records.schema)
     return (
         records.writeStream.format("delta")
         .outputMode("append")
-        .partitionBy(*PARTITION_COLUMNS)
+        .partitionBy(*TABLE.partition_by)
         .option("path", path)
     )
+
+
+STREAM = Stream("bronze_clicks", "bronze", writer, writes=(TABLE,))

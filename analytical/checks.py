@@ -1,6 +1,6 @@
 """`lakehouse check`: every table's expectations as Great Expectations suites, with Data Docs.
 
-The suites are the ones the tables declare (analytical.quality): each becomes an ExpectationSuite
+The suites are the ones the tables declare (analytical.registry, analytical.quality): each becomes an ExpectationSuite
 validated, through a Spark data source, against the whole table with its derived columns. The
 Great Expectations project is a file context under `quality.docs_dir` (default
 storage.root/_quality), so the suites, the validation results and the Data Docs HTML stay
@@ -10,16 +10,17 @@ between runs and the Data Docs show the history of checks.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from analytical import gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
 from analytical.quality import Suite
-from analytical.tables import read_table
-from shared.config import Config, local_folder
+from analytical.registry import TABLES
+from analytical.tables import Table, read_table
+from shared.config import Config
+from shared.storage import local_folder
 from shared.errors import LakehouseError
 
 Report = Callable[[str], None]
@@ -27,13 +28,9 @@ _SOURCE = "lakehouse"
 _WHOLE_TABLE = "whole table"
 
 
-def suites(config: Config) -> list[Suite]:
-    return [
-        silver_clicks.suite(config.quality),
-        silver_clicks.quarantine_suite(),
-        gold_page_clicks_5s.suite(config.hot_pages),
-        gold_page_clicks_hourly.suite(config.hot_pages),
-    ]
+def suites(config: Config, tables: Sequence[Table] = TABLES) -> list[Suite]:
+    """The suite of every table that declares one, in the registry's order."""
+    return [table.suite(config) for table in tables if table.suite is not None]
 
 
 def project_dir(config: Config) -> Path:
@@ -47,7 +44,8 @@ def project_dir(config: Config) -> Path:
     return root / "_quality"
 
 
-def check(spark: SparkSession, config: Config, report: Report) -> tuple[list[dict[str, Any]], str]:
+def check(spark: SparkSession, config: Config, report: Report,
+          tables: Sequence[Table] = TABLES) -> tuple[list[dict[str, Any]], str]:
     """Validate every suite; (one row per expectation, the Data Docs index URL)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
@@ -62,7 +60,7 @@ def check(spark: SparkSession, config: Config, report: Report) -> tuple[list[dic
         return read_table(spark, config.storage.root, table)
 
     rows = []
-    for suite in suites(config):
+    for suite in suites(config, tables):
         frame = read(suite.table).transform(suite.derive)
         if suite.table_view is not None:
             frame = suite.table_view(frame, read)

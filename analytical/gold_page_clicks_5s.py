@@ -7,8 +7,8 @@ Update output mode: every micro-batch emits the windows it changed with their fu
 when a backfill ends every window up to the newest event is in the table (none is held back for
 the watermark), and an event that arrives late, but within the watermark, raises its window's
 count in the next batch. The MERGE writes absolute counts, which makes a replayed batch harmless.
-The stream checks `suite`'s row-level expectations on each window it writes, under
-`quality.policies.gold_page_clicks_5s`.
+The stream checks `suite`'s row-level expectations on each window it writes, under its policy
+(declared `fail`; `quality.policies.gold_page_clicks_5s` overrides it).
 Events later than the watermark are dropped from gold (the stream's numRowsDroppedByWatermark
 counts them); silver still holds them.
 """
@@ -18,22 +18,25 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
+from analytical import silver_clicks
 from analytical.quality import Suite, between, equal, metrics_name, not_null, passing, unique, with_expectations
-from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, Prune, table_path, upsert_stream
+from analytical.tables import Prune, Table, upsert_stream
 from shared.config import Config, HotPagesConfig
 from shared.rule import count_clicks_per_window, is_hot, mark_hot, with_event_time_watermark
+from shared.streaming import Stream
 
-QUERY_NAME = "gold_page_clicks_5s"
 KEYS = ("pageId", "windowStart")
 
 
-def suite(hot: HotPagesConfig) -> Suite:
+def suite(config: Config) -> Suite:
     """Windows of the configured length, positive counts, isHot exactly over the threshold, and
     one row per page and window."""
+    hot = config.hot_pages
     seconds = hot.window.total_seconds()
     return Suite(
-        GOLD_PAGE_CLICKS_5S,
+        "gold/page_clicks_5s",
         on_write=(
             not_null("pageId"),
             not_null("windowStart"),
@@ -58,7 +61,7 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
     return (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(table_path(source_root, SILVER_CLICKS))
+        .load(silver_clicks.TABLE.path(source_root))
         .select("eventId", "pageId", "eventTime")
         .transform(with_event_time_watermark, config.analytical.watermark)
     )
@@ -66,12 +69,27 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
-    policy = config.quality.policies.gold_page_clicks_5s
+    policy = STREAM.expectation_policy(config)
     windows = (
         read_silver(spark, config, source_root)
         .transform(page_clicks_5s, config.hot_pages)
-        .transform(with_expectations, suite(config.hot_pages), policy, metrics_name(QUERY_NAME))
+        .transform(with_expectations, suite(config), policy, metrics_name(STREAM.name))
     )
-    path = table_path(target_root, GOLD_PAGE_CLICKS_5S)
-    return upsert_stream(windows, path, KEYS, Prune("windowStart", "windowStart"), output_mode="update",
-                         keep=lambda rows: passing(rows, policy))
+    return upsert_stream(windows, TABLE, target_root, KEYS, Prune("windowStart", "windowStart"),
+                         output_mode="update", keep=lambda rows: passing(rows, policy))
+
+
+TABLE = Table(
+    "gold/page_clicks_5s",
+    StructType([
+        StructField("pageId", StringType()),
+        StructField("windowStart", TimestampType()),
+        StructField("windowEnd", TimestampType()),
+        StructField("clickCount", LongType(), nullable=False),
+        StructField("isHot", BooleanType(), nullable=False),
+    ]),
+    deletion_vectors=True,
+    z_order=("pageId", "windowStart"),  # `query trend --page` and the MERGE's window range
+    suite=suite,
+)
+STREAM = Stream("gold_page_clicks_5s", "gold", writer, writes=(TABLE,), policy="fail")

@@ -8,7 +8,7 @@ operators), so the roll-up cannot disagree with the windows it sums. Chained agg
 append output mode: a 5-second window reaches the hourly aggregation once the watermark closes
 it, and an hour is written once the watermark passes its end. An hour in this table is therefore
 final; the current hour is only in gold/page_clicks_5s. The stream checks `suite`'s row-level
-expectations under `quality.policies.gold_page_clicks_hourly`; `lakehouse check` also compares
+expectations under its policy (declared `fail`; `quality.policies.gold_page_clicks_hourly` overrides it); `lakehouse check` also compares
 every hour with the sum of its windows in gold/page_clicks_5s. A backfill's last, empty micro-batch
 moves the watermark, so the hours its data closed are written by the same backfill.
 """
@@ -20,14 +20,16 @@ from datetime import timedelta
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
+from analytical import gold_page_clicks_5s
 from analytical.gold_page_clicks_5s import read_silver
 from analytical.quality import Suite, between, equal, metrics_name, not_null, passing, unique, with_expectations
-from analytical.tables import GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY, Prune, table_path, upsert_stream
+from analytical.tables import Prune, Table, upsert_stream
 from shared.config import Config, HotPagesConfig, spark_interval
 from shared.rule import counts_per_window, is_hot
+from shared.streaming import Stream
 
-QUERY_NAME = "gold_page_clicks_hourly"
 KEYS = ("pageId", "hourStart")
 HOUR = timedelta(hours=1)
 
@@ -52,12 +54,12 @@ def roll_up_hours(windows: DataFrame, threshold: int) -> DataFrame:
     )
 
 
-def suite(hot: HotPagesConfig) -> Suite:
+def suite(config: Config) -> Suite:
     """Sane counts as the hours are written; against gold/page_clicks_5s, every closed hour equals
     the sum, the hot windows and the peak of its 5-second windows."""
-    windows_per_hour = int(HOUR / hot.window)
+    windows_per_hour = int(HOUR / config.hot_pages.window)
     return Suite(
-        GOLD_PAGE_CLICKS_HOURLY,
+        "gold/page_clicks_hourly",
         on_write=(
             not_null("pageId"),
             not_null("hourStart"),
@@ -72,7 +74,7 @@ def suite(hot: HotPagesConfig) -> Suite:
             equal("peakEqualsItsWindows", "peakWindowClicks", "windowPeak"),
         ),
         derive=lambda rows: rows.withColumn("peakOverClicks", F.col("peakWindowClicks") - F.col("clickCount")),
-        table_view=lambda hours, read: hours.join(_hours_of_windows(read(GOLD_PAGE_CLICKS_5S)),
+        table_view=lambda hours, read: hours.join(_hours_of_windows(read(gold_page_clicks_5s.TABLE)),
                                                   ["pageId", "hourStart"], "left"),
     )
 
@@ -93,12 +95,28 @@ def page_clicks_hourly(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_hourly under `target_root`."""
-    policy = config.quality.policies.gold_page_clicks_hourly
+    policy = STREAM.expectation_policy(config)
     hours = (
         read_silver(spark, config, source_root)
         .transform(page_clicks_hourly, config.hot_pages)
-        .transform(with_expectations, suite(config.hot_pages), policy, metrics_name(QUERY_NAME))
+        .transform(with_expectations, suite(config), policy, metrics_name(STREAM.name))
     )
-    path = table_path(target_root, GOLD_PAGE_CLICKS_HOURLY)
-    return upsert_stream(hours, path, KEYS, Prune("hourStart", "hourStart"), output_mode="append",
+    return upsert_stream(hours, TABLE, target_root, KEYS, Prune("hourStart", "hourStart"), output_mode="append",
                          keep=lambda rows: passing(rows, policy))
+
+
+TABLE = Table(
+    "gold/page_clicks_hourly",
+    StructType([
+        StructField("pageId", StringType()),
+        StructField("hourStart", TimestampType()),
+        StructField("hourEnd", TimestampType()),
+        StructField("clickCount", LongType()),
+        StructField("hotWindows", LongType(), nullable=False),
+        StructField("peakWindowClicks", LongType()),
+    ]),
+    deletion_vectors=True,
+    z_order=("pageId",),  # per-page trends over hours
+    suite=suite,
+)
+STREAM = Stream("gold_page_clicks_hourly", "gold", writer, writes=(TABLE,), policy="fail")

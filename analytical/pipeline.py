@@ -4,9 +4,10 @@
         -> gold_page_clicks_5s     -> gold/page_clicks_5s
         -> gold_page_clicks_hourly -> gold/page_clicks_hourly
 
-Each stream is a name (its query name and checkpoint folder), a layer (which trigger it runs
-on) and a writer: a DataStreamWriter from a source root to a target root. The roots are
-`storage.root` for the live tables; a rebuild points the target at a staging root first.
+The streams are analytical.registry's, each declared in its own module (shared.streaming.Stream):
+a name (its query name and checkpoint folder), a layer (which trigger it runs on, and its place in
+a rebuild) and a writer from a source root to a target root. The roots are `storage.root` for the
+live tables; a rebuild points the target at a staging root first.
 """
 
 from __future__ import annotations
@@ -14,51 +15,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pyspark.sql import SparkSession
-from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
+from pyspark.sql.streaming import StreamingQuery
 
-from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
-from analytical.tables import (
-    BRONZE_CLICKS,
-    GOLD_PAGE_CLICKS_5S,
-    GOLD_PAGE_CLICKS_HOURLY,
-    SILVER_CLICKS,
-    SILVER_QUARANTINE,
-    delete_path,
-    is_delta_table,
-    move_path,
-    table_path,
-)
-from shared.config import Config, checkpoint_location, spark_interval
+from analytical.registry import STREAMS, check_policies, in_layer
+from analytical.tables import delete_path, is_delta_table, move_path
+from shared.config import Config, spark_interval
 from shared.errors import LakehouseError
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
-from shared.streaming import supervise
+from shared.storage import checkpoint_location
+from shared.streaming import Stream, supervise
 
 Report = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class Stream:
-    name: str
-    layer: Literal["bronze", "silver", "gold"]
-    writes: tuple[str, ...]
-    writer: Callable[[SparkSession, Config, str, str], DataStreamWriter]
-
-
-BRONZE = Stream(bronze_clicks.QUERY_NAME, "bronze", (BRONZE_CLICKS,), bronze_clicks.writer)
-SILVER = Stream(silver_clicks.QUERY_NAME, "silver", (SILVER_CLICKS, SILVER_QUARANTINE), silver_clicks.writer)
-GOLD_5S = Stream(gold_page_clicks_5s.QUERY_NAME, "gold", (GOLD_PAGE_CLICKS_5S,), gold_page_clicks_5s.writer)
-GOLD_HOURLY = Stream(gold_page_clicks_hourly.QUERY_NAME, "gold", (GOLD_PAGE_CLICKS_HOURLY,),
-                     gold_page_clicks_hourly.writer)
-#: In dependency order: each stream reads what an earlier one writes.
-STREAMS = (BRONZE, SILVER, GOLD_5S, GOLD_HOURLY)
-
-
-def in_layer(layer: str) -> list[Stream]:
-    """The streams of one layer, in dependency order: what a rebuild recomputes, layer by layer."""
-    return [stream for stream in STREAMS if stream.layer == layer]
 
 
 @dataclass(frozen=True)
@@ -83,13 +52,10 @@ class LayerRun:
 def start(spark: SparkSession, config: Config, stream: Stream, *, available_now: bool,
           source_root: str | None = None, target_root: str | None = None) -> StreamingQuery:
     """Start one stream; it resumes from its checkpoint under the target root when there is one."""
+    check_policies(config)
     source_root = source_root or config.storage.root
     target_root = target_root or config.storage.root
-    writer = (
-        stream.writer(spark, config, source_root, target_root)
-        .queryName(stream.name)
-        .option("checkpointLocation", checkpoint_location(target_root, stream.name))
-    )
+    writer = stream.writer_at(spark, config, source_root, target_root)
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
@@ -130,7 +96,8 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
     return runs
 
 
-def rebuild(spark: SparkSession, config: Config, report: Report) -> list[LayerRun]:
+def rebuild(spark: SparkSession, config: Config, report: Report,
+            streams: tuple[Stream, ...] = STREAMS) -> list[LayerRun]:
     """Recompute silver and gold from bronze, from scratch, with fresh checkpoints.
 
     Everything is built under a staging root, `storage.root/_rebuild`, and published table by
@@ -141,11 +108,12 @@ def rebuild(spark: SparkSession, config: Config, report: Report) -> list[LayerRu
     """
     live = config.storage.root
     staging = config.path("_rebuild")
-    bronze = table_path(live, BRONZE_CLICKS)
-    if not is_delta_table(spark, bronze):
-        raise LakehouseError(f"there is no bronze table at {bronze}: run `lakehouse analytical --available-now` first")
+    for bronze in (table.path(live) for stream in in_layer("bronze", streams) for table in stream.writes):
+        if not is_delta_table(spark, bronze):
+            raise LakehouseError(f"there is no bronze table at {bronze}: run `lakehouse analytical --available-now` "
+                                 "first")
     delete_path(spark, staging)
-    silver, gold = in_layer("silver"), in_layer("gold")
+    silver, gold = in_layer("silver", streams), in_layer("gold", streams)
     runs = backfill(spark, config, report, silver, source_root=live, target_root=staging)
     _publish(spark, silver, staging, live, report)
     for stream in gold:  # they followed the silver table just replaced
@@ -161,9 +129,9 @@ def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live:
     for stream in streams:
         for table in stream.writes:
             (
-                spark.read.format("delta").load(table_path(staging, table))
+                spark.read.format("delta").load(table.path(staging))
                 .write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-                .save(table_path(live, table))
+                .save(table.path(live))
             )
             report(f"[rebuild] published {table}")
         move_path(spark, checkpoint_location(staging, stream.name), checkpoint_location(live, stream.name))

@@ -4,8 +4,9 @@ Each table module declares its expectations as data (`Suite`): derived columns, 
 on columns. One declaration serves two checkers:
 
   - the silver and gold streams, row by row as they write, for the row-level expectations
-    (`Expectation.violated`), under the table's policy from `quality.policies` (what Delta Live
-    Tables calls expect / expect_or_drop / expect_or_fail):
+    (`Expectation.violated`), under the stream's policy (declared with the stream;
+    `quality.policies.<stream>` overrides it), what Delta Live Tables calls expect /
+    expect_or_drop / expect_or_fail:
       warn: write the row, count it;  drop: do not write it (silver sends it to the quarantine
       with reason `failed_expectation`), count it;  fail: stop the stream with the expectation's name.
     The counts are observed metrics in each progress report, as `expectations_<query>`:
@@ -19,14 +20,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from shared.config import ExpectationPolicy as Policy
 from shared.streaming import EXPECTATIONS_PREFIX
 
-Policy = Literal["warn", "drop", "fail"]
 FAILED_EXPECTATION = "failedExpectation"  # the column naming a row's first failed expectation
 
 

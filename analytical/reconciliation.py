@@ -34,8 +34,8 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from analytical import gold_page_clicks_5s
-from analytical.tables import BRONZE_CLICKS, GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, read_table
+from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
+from analytical.tables import read_table
 from analytical.trends import in_range
 from operational import hot_pages
 from operational.alerts_topic import AlertBook, latest_alerts
@@ -114,12 +114,12 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     """The reconciliation as a JSON-ready dict (keys in CONTRACT.md, "Reconciliation")."""
     hot = config.hot_pages
     root = config.storage.root
-    gold = read_table(spark, root, GOLD_PAGE_CLICKS_5S)
+    gold = read_table(spark, root, gold_page_clicks_5s.TABLE)
     silver_version = _silver_version_read_by_gold(spark, config)
-    silver = read_table(spark, root, SILVER_CLICKS, None if silver_version is None else str(silver_version))
-    bronze = read_table(spark, root, BRONZE_CLICKS)
+    silver = read_table(spark, root, silver_clicks.TABLE, None if silver_version is None else str(silver_version))
+    bronze = read_table(spark, root, bronze_clicks.TABLE)
     book = latest_alerts(config.kafka, config.kafka.topics.alerts)
-    history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(hot_pages.QUERY_NAME)),
+    history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(hot_pages.STREAM.name)),
                                        config.kafka.topics.clicks)
 
     events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, _horizon(config))
@@ -164,7 +164,7 @@ def _horizon(config: Config) -> Column:
 
 def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:
     """The last silver version the gold stream has fully read; None (the latest) without its checkpoint."""
-    log = read_checkpoint_log(spark, config.checkpoint(gold_page_clicks_5s.QUERY_NAME))
+    log = read_checkpoint_log(spark, config.checkpoint(gold_page_clicks_5s.STREAM.name))
     batch = log.last_committed if log else None
     offset = batch.end_offsets[0] if batch and batch.end_offsets else None
     if not isinstance(offset, dict) or "reservoirVersion" not in offset:

@@ -14,9 +14,9 @@ the watermark apart can come out differently depending on how bronze was split i
 `silver/quarantine` holds every record the parsing rejects, with its raw key and value and the
 InvalidReason: nothing that reached Kafka is dropped on the way to silver.
 
-The stream checks `suite`'s expectations on each valid event under `quality.policies.silver_clicks`
-(analytical.quality): under `drop`, an event that breaks one goes to the quarantine with reason
-`failed_expectation` instead of silver/clicks.
+The stream checks `suite`'s expectations on each valid event under its policy (declared `drop`;
+`quality.policies.silver_clicks` overrides it; analytical.quality): under `drop`, an event that
+breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
 Both are written with insert-only MERGEs (analytical.tables.insert_new): a replayed micro-batch
 finds its rows already there and adds nothing.
@@ -30,6 +30,7 @@ from functools import partial
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from analytical.quality import (
     FAILED_EXPECTATION,
@@ -42,29 +43,23 @@ from analytical.quality import (
     unique,
     with_expectations,
 )
+from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
-from analytical.tables import (
-    BRONZE_CLICKS,
-    SILVER_CLICKS,
-    SILVER_QUARANTINE,
-    Prune,
-    cached,
-    create_if_missing,
-    insert_new,
-    table_path,
-)
-from shared.config import Config, QualityConfig, spark_interval
+from analytical.tables import Prune, Table, cached, insert_new
+from shared.config import Config, spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
-from shared.schema import MAX_PAGE_ID_LENGTH, InvalidReason
-from shared.rule import dedupe_clicks
+from shared.rule import dedupe_clicks, same_event
+from shared.schema import EVENT_SCHEMA, MAX_PAGE_ID_LENGTH, InvalidReason
+from shared.streaming import Stream
 
-QUERY_NAME = "silver_clicks"
 KAFKA_COORDINATES = ["topic", "partition", "offset", KAFKA_TIMESTAMP, "ingestTime"]
+#: The Kafka coordinates' columns as bronze declares them.
+_COORDINATE_FIELDS = [field for field in bronze_clicks.TABLE.schema.fields if field.name in KAFKA_COORDINATES]
 #: Of the copies of an event in one micro-batch, silver keeps the one Kafka took first.
 FIRST_COPY = ("kafkaTimestamp", "partition", "offset")
 
 
-def suite(quality: QualityConfig) -> Suite:
+def suite(config: Config) -> Suite:
     """What every row of silver/clicks must satisfy; the eventIds must be unique across the table.
 
     The shared parsing already bounds the event time by the Kafka timestamp, so the first six hold
@@ -75,9 +70,10 @@ def suite(quality: QualityConfig) -> Suite:
     """
     ahead = (F.unix_micros("eventTime") - F.unix_micros(KAFKA_TIMESTAMP)) / 1_000_000
     ahead_of_ingest = (F.unix_micros("eventTime") - F.unix_micros("ingestTime")) / 1_000_000
+    quality = config.quality
     skew_seconds = quality.max_clock_skew.total_seconds()
     return Suite(
-        SILVER_CLICKS,
+        "silver/clicks",
         on_write=(
             not_null("eventId"),
             not_null("pageId"),
@@ -93,10 +89,10 @@ def suite(quality: QualityConfig) -> Suite:
     )
 
 
-def quarantine_suite() -> Suite:
+def quarantine_suite(config: Config) -> Suite:
     """Every quarantined record has a reason from the documented set and its Kafka coordinates."""
     return Suite(
-        SILVER_QUARANTINE,
+        "silver/quarantine",
         on_write=(
             not_null("reason"),
             in_set("reasonDocumented", "reason", [reason.value for reason in InvalidReason]),
@@ -108,8 +104,8 @@ def quarantine_suite() -> Suite:
 
 def with_silver_expectations(parsed: DataFrame, config: Config) -> DataFrame:
     """Check the valid events as the stream reads them; under `drop`, make the failing ones invalid."""
-    policy = config.quality.policies.silver_clicks
-    checked = parsed.transform(with_expectations, suite(config.quality), policy, metrics_name(QUERY_NAME),
+    policy = STREAM.expectation_policy(config)
+    checked = parsed.transform(with_expectations, suite(config), policy, metrics_name(STREAM.name),
                                applies=F.col("invalidReason").isNull())
     if policy != "drop":
         return checked.drop(FAILED_EXPECTATION)
@@ -129,15 +125,6 @@ def quarantined(parsed: DataFrame) -> DataFrame:
     """The invalid records of parsed bronze rows: raw key and value, reason, Kafka coordinates."""
     return parsed.transform(invalid_clicks).select(
         "key", "value", F.col("invalidReason").alias("reason"), *KAFKA_COORDINATES
-    )
-
-
-def same_event(watermark: timedelta) -> str:
-    """MERGE condition: the same eventId, event times within the watermark of each other."""
-    margin = f"INTERVAL {spark_interval(watermark)}"
-    return (
-        "t.eventId = s.eventId AND "
-        f"t.eventTime BETWEEN s.eventTime - {margin} AND s.eventTime + {margin}"
     )
 
 
@@ -161,15 +148,34 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     bronze = (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(table_path(source_root, BRONZE_CLICKS))
+        .load(bronze_clicks.TABLE.path(source_root))
     )
     parsed = bronze.transform(parse_clicks, config.quality, KAFKA_TIMESTAMP).transform(with_silver_expectations, config)
-    clicks_path = table_path(target_root, SILVER_CLICKS)
-    quarantine_path = table_path(target_root, SILVER_QUARANTINE)
-    create_if_missing(spark, clicks_path, parsed.transform(silver_clicks).schema,
-                      stats_columns=("eventTime", "pageId", "kafkaTimestamp"))
-    create_if_missing(spark, quarantine_path, parsed.transform(quarantined).schema,
-                      stats_columns=("offset", "kafkaTimestamp", "ingestTime"))
+    clicks_path = TABLE.create(spark, target_root, parsed.transform(silver_clicks).schema)
+    quarantine_path = QUARANTINE.create(spark, target_root, parsed.transform(quarantined).schema)
     sink = partial(write_batch, clicks_path=clicks_path, quarantine_path=quarantine_path,
                    watermark=config.analytical.watermark)
     return parsed.writeStream.foreachBatch(sink)
+
+
+TABLE = Table(
+    "silver/clicks",
+    # The event's fields, nullable as the parsed columns are (the parsing, not the schema, keeps
+    # nulls out of silver), then the coordinates of the record's first copy.
+    StructType([*(StructField(field.name, field.dataType) for field in EVENT_SCHEMA.fields), *_COORDINATE_FIELDS]),
+    stats_columns=("eventTime", "pageId", KAFKA_TIMESTAMP),
+    z_order=("eventTime",),  # the MERGE finds an event's copies by an eventTime range
+    suite=suite,
+)
+QUARANTINE = Table(
+    "silver/quarantine",
+    StructType([
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("reason", StringType()),
+        *_COORDINATE_FIELDS,
+    ]),
+    stats_columns=("offset", KAFKA_TIMESTAMP, "ingestTime"),
+    suite=quarantine_suite,
+)
+STREAM = Stream("silver_clicks", "silver", writer, writes=(TABLE, QUARANTINE), policy="drop")

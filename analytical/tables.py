@@ -22,25 +22,80 @@ from typing import Any
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
-from pyspark.sql.types import TimestampType
+from pyspark.sql.types import StructField, StructType, TimestampType
 
-from shared.config import location
+from analytical.quality import Suite
+from shared.config import Config
 from shared.errors import LakehouseError
-
-BRONZE_CLICKS = "bronze/clicks"
-SILVER_CLICKS = "silver/clicks"
-SILVER_QUARANTINE = "silver/quarantine"
-GOLD_PAGE_CLICKS_5S = "gold/page_clicks_5s"
-GOLD_PAGE_CLICKS_HOURLY = "gold/page_clicks_hourly"
-ALL_TABLES = (BRONZE_CLICKS, SILVER_CLICKS, SILVER_QUARANTINE, GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)
+from shared.storage import location
 
 #: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"
 
 
-def table_path(root: str, table: str) -> str:
-    """Where `table` (a path of CONTRACT.md's, e.g. `silver/clicks`) lives under `root`."""
-    return location(root, table)
+@dataclass(frozen=True)
+class Table:
+    """One Delta table, declared once, in the module of the stream that writes it.
+
+    Everything that lists tables (analytical.registry, a rebuild, `lakehouse check` and
+    `maintain`) reads these fields; nothing else restates them.
+    """
+
+    #: Its path under a storage root, as CONTRACT.md names it (`gold/page_clicks_5s`).
+    name: str
+    #: Exactly what the stream's transform produces; the stream refuses to start on any other.
+    schema: StructType
+    partition_by: tuple[str, ...] = ()
+    #: The only columns Delta keeps min/max statistics for: those readers and MERGEs filter on.
+    #: Empty: Delta's default, the first 32 columns.
+    stats_columns: tuple[str, ...] = ()
+    #: For tables MERGE updates (gold): see `create_if_missing`.
+    deletion_vectors: bool = False
+    #: `lakehouse maintain` Z-orders by these; empty: compaction only.
+    z_order: tuple[str, ...] = ()
+    #: Its expectations (analytical.quality): what its stream checks and `lakehouse check` validates.
+    suite: Callable[[Config], Suite] | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+    def path(self, root: str) -> str:
+        return table_path(root, self.name)
+
+    def create(self, spark: SparkSession, root: str, produced: StructType) -> str:
+        """Create the table under `root` unless it is there (a MERGE needs a target); its path.
+
+        `produced`: the schema of the rows the stream is about to write. A transform that no longer
+        produces the declared schema is a LakehouseError naming the difference, before anything
+        is written.
+        """
+        if produced != self.schema:
+            raise LakehouseError(f"the rows written to {self.name} do not match its declared schema: "
+                                 f"{_difference(self.schema, produced)}")
+        path = self.path(root)
+        create_if_missing(spark, path, self.schema, self.partition_by, self.stats_columns, self.deletion_vectors)
+        return path
+
+
+def _difference(declared: StructType, produced: StructType) -> str:
+    expected = {field.name: field for field in declared.fields}
+    actual = {field.name: field for field in produced.fields}
+    problems = [f"{name} is missing" for name in expected if name not in actual]
+    problems += [f"{name} is not declared" for name in actual if name not in expected]
+    problems += [f"{name} is {_described(actual[name])}, declared {_described(field)}"
+                 for name, field in expected.items() if name in actual and actual[name] != field]
+    if not problems and list(expected) != list(actual):
+        problems.append(f"columns in order {', '.join(actual)}, declared {', '.join(expected)}")
+    return "; ".join(problems)
+
+
+def _described(field: StructField) -> str:
+    return field.dataType.simpleString() + ("" if field.nullable else " not null")
+
+
+def table_path(root: str, table: Table | str) -> str:
+    """Where `table` (or a table name, a path of CONTRACT.md's such as `silver/clicks`) lives under `root`."""
+    return location(root, str(table))
 
 
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
@@ -66,7 +121,7 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
     builder.execute()
 
 
-def read_table(spark: SparkSession, root: str, table: str, as_of: str | None = None) -> DataFrame:
+def read_table(spark: SparkSession, root: str, table: Table | str, as_of: str | None = None) -> DataFrame:
     """A table as a batch DataFrame, at a version or timestamp (`as_of`) when given.
 
     A missing table is a LakehouseError that says which backfill fills it.
@@ -181,15 +236,14 @@ def cached(batch: DataFrame) -> Iterator[DataFrame]:
     batch.unpersist()
 
 
-def upsert_stream(rows: DataFrame, path: str, keys: tuple[str, ...], prune: Prune, output_mode: str,
-                  keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
-    """A stream that MERGEs each micro-batch of `rows`, through `keep`, over the table at `path`.
+def upsert_stream(rows: DataFrame, table: Table, root: str, keys: tuple[str, ...], prune: Prune,
+                  output_mode: str, keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
+    """A stream that MERGEs each micro-batch of `rows`, through `keep`, over `table` under `root`.
 
-    Gold's writers. The table is created first (deletion vectors on). Each batch is persisted for
-    the two passes over it (its range, then the MERGE): recomputing a stateful batch would redo
-    the aggregation.
+    Gold's writers. The table is created first. Each batch is persisted for the two passes over it
+    (its range, then the MERGE): recomputing a stateful batch would redo the aggregation.
     """
-    create_if_missing(rows.sparkSession, path, rows.transform(keep).schema, deletion_vectors=True)
+    path = table.create(rows.sparkSession, root, rows.transform(keep).schema)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         with cached(batch):

@@ -19,7 +19,8 @@ import time
 import uuid
 from typing import Any
 
-from shared.config import Config, load_config, local_folder, with_overrides
+from shared.config import Config, load_config, with_overrides
+from shared.storage import local_folder
 from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
 from shared.processes import child_env, die_with_parent
@@ -76,11 +77,12 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         for stream in medallion:
             _wait(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
     elif with_medallion == "separate":
+        from analytical.registry import STREAMS
         from shared.side_by_side import MedallionProcess
 
         separate = MedallionProcess([*settings, f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
                                     config.analytical.niceness, relay=lambda line: None)
-        _wait(lambda: len(separate.streams_with_progress) == 4 or separate.ended, 300,
+        _wait(lambda: len(separate.streams_with_progress) == len(STREAMS) or separate.ended, 300,
               "the separate medallion's first batches", query)
         if separate.ended:
             raise RuntimeError(f"the separate medallion process ended: {separate.failed}")

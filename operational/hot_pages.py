@@ -12,8 +12,10 @@ windows and forgets their de-duplication keys, which keeps the state bounded.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from shared.alerts import to_alert_records
 from shared.config import Config, HotPagesConfig, QualityConfig, spark_interval
@@ -21,8 +23,7 @@ from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
-
-QUERY_NAME = "hot_pages"
+from shared.streaming import Stream
 
 
 def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
@@ -38,23 +39,34 @@ def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConf
     )
 
 
+def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
+    """The clicks topic -> the alerts topic (the roots are unused: the fast path reads and writes Kafka)."""
+    clicks = read_clicks_stream(spark, config.kafka, config.operational)
+    return (
+        clicks.transform(hot_page_alerts, config.hot_pages, config.quality)
+        .writeStream.format("kafka")
+        .options(**spark_options(config.kafka))
+        .option("topic", config.kafka.topics.alerts)
+        .outputMode("update")
+    )
+
+
+STREAM = Stream("hot_pages", "fast", writer)
+
+
 def start(spark: SparkSession, config: Config) -> StreamingQuery:
     """Start the query; it resumes from storage.root/_checkpoints/hot_pages when that exists.
 
     Its checkpoint keeps `operational.batches_to_retain` micro-batches of offsets and watermarks.
     """
-    clicks = read_clicks_stream(spark, config.kafka, config.operational)
-    alerts = clicks.transform(hot_page_alerts, config.hot_pages, config.quality)
-    writer = (
-        alerts.writeStream.format("kafka")
-        .queryName(QUERY_NAME)
-        .options(**spark_options(config.kafka))
-        .option("topic", config.kafka.topics.alerts)
-        .option("checkpointLocation", config.checkpoint(QUERY_NAME))
-        .outputMode("update")
-        .trigger(processingTime=spark_interval(config.operational.trigger))
-    )
+    root = config.storage.root
+    writer = STREAM.writer_at(spark, config, root, root).trigger(processingTime=spark_interval(config.operational.trigger))
     # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
     with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}), \
             scheduler_pool(spark, OPERATIONAL_POOL):
         return writer.start()
+
+
+def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], StreamingQuery]]:
+    """Query name -> a function that starts it: what `supervise` runs."""
+    return {STREAM.name: lambda: start(spark, config)}

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 from shared.alerts import alert_id
 from shared.config import Config
 from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import assign_window
+from shared.rule import assign_window, crossing_count, dedupe_clicks
 from shared.topic_profile import read_topic
 
 _APPEND_ORDER = ["timestamp", "partition", "offset"]
@@ -25,16 +25,14 @@ _APPEND_ORDER = ["timestamp", "partition", "offset"]
 
 def crossing_clicks(clicks: DataFrame, config: Config) -> DataFrame:
     """Per window that goes over the threshold: alertId and the append time of the crossing click."""
-    first_copy = Window.partitionBy("eventId").orderBy(*_APPEND_ORDER)
     in_window = Window.partitionBy("pageId", "windowStart").orderBy(*_APPEND_ORDER)
     return (
         clicks.transform(parse_clicks, config.quality)
         .transform(valid_clicks)
-        .withColumn("copy", F.row_number().over(first_copy))
-        .where(F.col("copy") == 1)
+        .transform(dedupe_clicks, config.hot_pages.watermark, _APPEND_ORDER)  # a static frame: first copies
         .transform(assign_window, config.hot_pages.window)
         .withColumn("rank", F.row_number().over(in_window))
-        .where(F.col("rank") == config.hot_pages.threshold + 1)
+        .where(F.col("rank") == crossing_count(config.hot_pages.threshold))
         .select(alert_id(F.col("pageId"), F.col("windowStart")).alias("alertId"), "pageId", "windowStart",
                 F.col("timestamp").alias("crossedAt"))
     )

@@ -28,7 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from shared.config import local_folder
+from shared.storage import local_folder
 from shared.errors import LakehouseError
 
 

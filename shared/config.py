@@ -34,6 +34,7 @@ from pydantic import (
 
 from shared import PROJECT_ROOT
 from shared.errors import ConfigError
+from shared.storage import checkpoint_location, location
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "local.yaml"
 CONFIG_ENV_VAR = "LAKEHOUSE_CONFIG"
@@ -208,19 +209,13 @@ class AnalyticalConfig(KafkaSourceSettings):
 ExpectationPolicy = Literal["warn", "drop", "fail"]
 
 
-class QualityPolicies(_Section):
-    """Per stream, what a row that breaks an expectation does (analytical.quality)."""
-
-    silver_clicks: ExpectationPolicy
-    gold_page_clicks_5s: ExpectationPolicy
-    gold_page_clicks_hourly: ExpectationPolicy
-
-
 class QualityConfig(_Section):
     docs_dir: Path | None
     earliest_event_time: datetime
     max_clock_skew: Duration
-    policies: QualityPolicies
+    #: Per stream name, what a row that breaks an expectation does: overrides the policy the
+    #: stream declares (shared.streaming.Stream.policy); analytical.registry rejects unknown names.
+    policies: dict[str, ExpectationPolicy]
 
     @field_validator("earliest_event_time")
     @classmethod
@@ -254,17 +249,6 @@ class Config(_Section):
     def checkpoint(self, query_name: str) -> str:
         """Where the query called `query_name` keeps its checkpoint: storage.root/_checkpoints/<name>."""
         return checkpoint_location(self.storage.root, query_name)
-
-
-def location(root: str, *parts: str) -> str:
-    """A location under a storage root (a local path or a URI): the root's own, or another's
-    (a rebuild writes under `<root>/_rebuild` before it publishes)."""
-    return "/".join([root.rstrip("/"), *parts])
-
-
-def checkpoint_location(root: str, query_name: str) -> str:
-    """Where the query called `query_name` keeps its checkpoint under `root`: <root>/_checkpoints/<name>."""
-    return location(root, "_checkpoints", query_name)
 
 
 def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> Config:
@@ -394,16 +378,6 @@ def _describe(error: ValidationError) -> str:
             message = f"{problem['msg']} (got {problem['input']!r})"
         lines.append(f"{key or 'config'}: {message}")
     return "invalid configuration:\n  " + "\n  ".join(lines)
-
-
-def local_folder(root: str) -> Path | None:
-    """The local folder a storage root names (`/x`, `relative/x`, `file:/x`, `file:///x`), or None
-    when it is a URI of another file system (`s3a://bucket/x`, `hdfs://...`): the one test of
-    "is this root local?" for everything that uses the local file system directly."""
-    parsed = urlparse(root)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    return None if parsed.scheme and "://" in root else Path(root)
 
 
 def _resolve_local_paths(config: Config) -> Config:

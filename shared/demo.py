@@ -46,10 +46,11 @@ def _fresh_topics(config: Config) -> None:
 
 
 def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]) -> int:
-    from analytical import pipeline, trends
+    from analytical import gold_page_clicks_5s, pipeline, trends
     from analytical.checks import check
     from analytical.reconciliation import reconcile
-    from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+    from analytical.registry import STREAMS
+    from analytical.tables import read_table
     from operational import hot_pages
     from operational.alerts_topic import latest_alerts
     from operational.time_to_alert import time_to_alert
@@ -66,7 +67,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                      f"storage.root={config.path('demo')}", "operational.starting_offsets=earliest"]
     config = with_overrides(config, demo_settings)
     medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
-    names = [hot_pages.QUERY_NAME]
+    names = [hot_pages.STREAM.name]
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
     with exclusive(config.path(), names, report=_note) as locks:  # refuses a second demo on the same folder
@@ -95,7 +96,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
 
                 def status() -> None:
                     nonlocal next_view
-                    if not traffic and len(recorder.latest) == len(names) + len(pipeline.STREAMS):  # all are up
+                    if not traffic and len(recorder.latest) == len(names) + len(STREAMS):  # all are up
                         _note("every query has run a micro-batch: the traffic starts")
                         traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                         text=True, env=child_env()))
@@ -107,7 +108,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                         next_view = time.monotonic() + 10
 
                 try:
-                    supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)},
+                    supervise(hot_pages.starters(spark, config),
                               config.operational.model_copy(update={"status_interval_s": 1}),
                               seconds=seconds + 180, report=_note, on_status=status, status_lines=False,
                               until=lambda: medallion.ended or (bool(finished_at) and time.monotonic() > finished_at[0] + 10))
@@ -135,7 +136,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                  f"max {figures['max_ms']} ms over {figures['alerts']} windows")
 
             _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
-            windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S)
+            windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE)
             rows, _ = trends.answer(trends.top_pages(windows, 5))
             for row in rows:
                 _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))

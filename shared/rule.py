@@ -42,6 +42,14 @@ def dedupe_clicks(events: DataFrame, watermark: timedelta, first_by: Sequence[st
     return events.groupBy("eventId").agg(first.alias("_first")).select("_first.*")
 
 
+def same_event(watermark: timedelta) -> str:
+    """`dedupe_clicks`'s horizon as a MERGE condition (t = table, s = batch): the same eventId,
+    event times within `watermark` of each other. A retry re-sends an event with its eventTime, so
+    copies match however far apart they arrive; silver finds earlier copies with it."""
+    margin = f"INTERVAL {spark_interval(watermark)}"
+    return f"t.eventId = s.eventId AND t.eventTime BETWEEN s.eventTime - {margin} AND s.eventTime + {margin}"
+
+
 def _tumbling_window(window: timedelta) -> Column:
     return F.window("eventTime", spark_interval(window))
 
@@ -82,6 +90,12 @@ def count_clicks_per_window(events: DataFrame, window: timedelta) -> DataFrame:
 def is_hot(threshold: int) -> Column:
     """The hot condition as a column: strictly more clicks than the threshold."""
     return F.col("clickCount") > F.lit(threshold)
+
+
+def crossing_count(threshold: int) -> int:
+    """The count at which a window turns hot, the first `is_hot` accepts: its crossing click is the
+    window's `crossing_count`-th distinct eventId (time-to-alert measures from it)."""
+    return threshold + 1
 
 
 def mark_hot(windows: DataFrame, threshold: int) -> DataFrame:

@@ -17,7 +17,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from shared import PROJECT_ROOT
-from shared.config import Config, local_folder
+from shared.config import Config
+from shared.storage import local_folder
 from shared.jvm import class_archive_option, jars, java_executable
 from shared.processes import dying_with_parent
 

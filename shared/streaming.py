@@ -18,11 +18,60 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, Protocol
 
-from shared.config import Supervision
+from shared.config import Config, ExpectationPolicy, Supervision
 from shared.errors import LakehouseError
 from shared.parsing import PARSE_METRICS
+from shared.storage import checkpoint_location
+
+
+class Output(Protocol):
+    """What a stream writes: a Delta table (analytical.tables.Table) or anything else with a name."""
+
+    name: str
+
+
+#: (spark, config, source root, target root) -> the stream's DataStreamWriter, before its query
+#: name, checkpoint and trigger: a rebuild points the same writer at other roots.
+Writer = Callable[[Any, Config, str, str], Any]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One streaming query, declared once beside its transform, in the module named after it.
+
+    Both paths declare their queries this way; the medallion's registry (analytical.registry) lists
+    its streams, and everything that runs, rebuilds, checks or measures them reads these fields.
+    """
+
+    #: Its query name, its checkpoint folder (<root>/_checkpoints/<name>) and its key in
+    #: `quality.policies`.
+    name: str
+    #: `fast`: the hot-pages path; `bronze`, `silver`, `gold`: the medallion's layer, which sets its
+    #: trigger (`analytical.triggers.<layer>`) and its place in a rebuild.
+    layer: Literal["fast", "bronze", "silver", "gold"]
+    writer: Writer
+    #: The Delta tables it writes, in the order it creates them.
+    writes: tuple[Output, ...] = ()
+    #: What a row that breaks one of its expectations does, unless `quality.policies.<name>` says
+    #: otherwise; None when the stream checks no expectations.
+    policy: ExpectationPolicy | None = None
+
+    def writer_at(self, spark: Any, config: Config, source_root: str, target_root: str) -> Any:
+        """Its writer, named, with its checkpoint under `target_root`: all it lacks is a trigger."""
+        return (
+            self.writer(spark, config, source_root, target_root)
+            .queryName(self.name)
+            .option("checkpointLocation", checkpoint_location(target_root, self.name))
+        )
+
+    def expectation_policy(self, config: Config) -> ExpectationPolicy:
+        """The policy in force: the configured one, else the declared one."""
+        declared = self.policy
+        if declared is None:
+            raise LakehouseError(f"the {self.name} stream checks no expectations, so it has no policy")
+        return config.quality.policies.get(self.name, declared)
 
 
 def progress_dict(progress: Any) -> dict[str, Any]:

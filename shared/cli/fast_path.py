@@ -16,14 +16,15 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    with monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
+    name = hot_pages.STREAM.name
+    with monitored(config, [name]) as (spark, recorder):
         say(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
                 f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
-                f"checkpoint {config.checkpoint(hot_pages.QUERY_NAME)}")
-        totals = supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, config.operational,
+                f"checkpoint {config.checkpoint(name)}")
+        totals = supervise(hot_pages.starters(spark, config), config.operational,
                            seconds=args.seconds, report=say, on_status=recorder.flush)
-    done = totals[hot_pages.QUERY_NAME]
-    say(f"[{hot_pages.QUERY_NAME}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
+    done = totals[name]
+    say(f"[{name}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
             f"{done.dropped_by_watermark:,} dropped as too late")
     return 0
 

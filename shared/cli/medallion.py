@@ -14,13 +14,14 @@ from shared.errors import LakehouseError
 
 def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     from analytical import pipeline
+    from analytical.registry import STREAMS
     from shared.kafka import ensure_topics, wait_until_reachable
 
     if args.wait_for_broker:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
-    with monitored(config, [stream.name for stream in pipeline.STREAMS], echo) as (spark, recorder):
+    with monitored(config, [stream.name for stream in STREAMS], echo) as (spark, recorder):
         say(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
         if not args.available_now:
             pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
@@ -39,7 +40,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    with monitored(config, [hot_pages.QUERY_NAME]) as (spark, recorder):
+    with monitored(config, [hot_pages.STREAM.name]) as (spark, recorder):
         say(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
         medallion = MedallionProcess(passthrough(args), config.analytical.niceness, relay=say,
@@ -49,7 +50,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
                 recorder.flush()
                 say(recorder.console_view())
 
-            supervise({hot_pages.QUERY_NAME: lambda: hot_pages.start(spark, config)}, config.operational,
+            supervise(hot_pages.starters(spark, config), config.operational,
                       seconds=args.seconds, report=say, on_status=status, status_lines=False,
                       until=lambda: medallion.ended)
         finally:
@@ -95,11 +96,12 @@ def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_query(config: Config, args: argparse.Namespace) -> int:
     from analytical import trends
-    from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+    from analytical import gold_page_clicks_5s
+    from analytical.tables import read_table
     from shared.spark import spark_session
 
     spark = spark_session(config)
-    windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S, as_of=args.as_of)
+    windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE, as_of=args.as_of)
     windows = trends.in_range(windows, args.start, args.end)
     if args.question == "top-pages":
         result = trends.top_pages(windows, args.limit)
@@ -109,7 +111,7 @@ def cmd_query(config: Config, args: argparse.Namespace) -> int:
         result = trends.hot_windows(windows)
     rows, files = trends.answer(result)
     version = f" as of {args.as_of}" if args.as_of else ""
-    say(f"{len(rows)} rows from {GOLD_PAGE_CLICKS_5S}{version}"
+    say(f"{len(rows)} rows from {gold_page_clicks_5s.TABLE}{version}"
             + (f"; {files} data files read" if files is not None else ""))
     print_rows(rows, [field.name for field in result.schema.fields], args.format)
     return 0

@@ -23,7 +23,11 @@ from pathlib import Path
 import pytest
 
 from analytical import pipeline
-from analytical.tables import BRONZE_CLICKS, GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, SILVER_QUARANTINE, read_table
+from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
+from analytical.silver_clicks import TABLE as SILVER_CLICKS
+from analytical.tables import read_table
 from operational import hot_pages
 from operational.alerts_topic import latest_alerts
 from shared.broker import EmbeddedBroker

@@ -18,7 +18,9 @@ from datetime import datetime, timezone
 import pytest
 
 from analytical import pipeline, trends
-from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.registry import STREAMS
+from analytical.tables import read_table
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
 from tests.helpers import click, run_lakehouse, send
@@ -102,8 +104,7 @@ def test_the_query_command_gives_hot_windows_in_csv_and_as_of_an_older_version(h
 def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(history):
     _, history, _ = history
     again = json.loads(lakehouse(history, "analytical", "--available-now", "--format", "json").stdout)
-    assert [layer["query"] for layer in again] == ["bronze_clicks", "silver_clicks", "gold_page_clicks_5s",
-                                                   "gold_page_clicks_hourly"]
+    assert [layer["query"] for layer in again] == [stream.name for stream in STREAMS]
     assert all(layer["rows"] == 0 for layer in again)
     result = json.loads(lakehouse(history, "maintain", "--format", "json").stdout)
     gold = next(row for row in result if row["table"] == "gold/page_clicks_5s")

@@ -15,16 +15,17 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from analytical import pipeline
-from analytical.tables import (
-    BRONZE_CLICKS,
-    GOLD_PAGE_CLICKS_5S,
-    GOLD_PAGE_CLICKS_HOURLY,
-    SILVER_CLICKS,
-    SILVER_QUARANTINE,
-    read_table,
-)
+from analytical.maintenance import maintain
+from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.gold_page_clicks_hourly import TABLE as GOLD_PAGE_CLICKS_HOURLY
+from analytical.registry import STREAMS, TABLES
+from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
+from analytical.silver_clicks import TABLE as SILVER_CLICKS
+from analytical.tables import Table, read_table
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
+from tests.examples import gold_page_clicks_1m
 from tests.helpers import click, send
 
 pytestmark = pytest.mark.integration
@@ -37,13 +38,17 @@ def lake(config, config_overrides):
     return settings
 
 
-def backfill(spark, config) -> dict[str, int]:
+def backfill(spark, config, streams=STREAMS) -> dict[str, int]:
     """Run the backfill; rows processed per query."""
-    return {run.name: run.rows for run in pipeline.backfill(spark, config, report=lambda line: None)}
+    return {run.name: run.rows for run in pipeline.backfill(spark, config, lambda line: None, streams)}
 
 
-def table(spark, config, name: str):
-    return read_table(spark, config.storage.root, name)
+#: The registry with one more gold table, declared in one module of the tests' own.
+WITH_EXAMPLE = (*STREAMS, gold_page_clicks_1m.STREAM)
+
+
+def table(spark, config, declared: Table):
+    return read_table(spark, config.storage.root, declared)
 
 
 def gold_counts(spark, config) -> dict[tuple[str, str], int]:
@@ -52,11 +57,11 @@ def gold_counts(spark, config) -> dict[tuple[str, str], int]:
     return {(row.pageId, row.start): row.clickCount for row in rows}
 
 
-def versions(spark, config) -> dict[str, int]:
+def versions(spark, config) -> dict[Table, int]:
     from delta.tables import DeltaTable
 
-    return {name: DeltaTable.forPath(spark, f"{config.storage.root}/{name}").history(1).first()["version"]
-            for name in (BRONZE_CLICKS, SILVER_CLICKS, SILVER_QUARANTINE, GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)}
+    return {table: DeltaTable.forPath(spark, table.path(config.storage.root)).history(1).first()["version"]
+            for table in TABLES}
 
 
 MALFORMED = {
@@ -171,17 +176,25 @@ def test_closed_hours_sum_their_5_second_windows(spark, lake):
     assert_df_equality(hours, summed, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built(spark, lake):
+def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gold_tables_included(spark, lake):
     send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)), click("z", "/z", "10:00:09.000"))
-    backfill(spark, lake)
+    backfill(spark, lake, WITH_EXAMPLE)
     send(lake, *(click(f"b{n}", "/b", f"10:20:0{n}.000") for n in range(2)), click("a0", "/a", "10:00:00.000"),
          click("late", "/a", "10:15:01.000"), click("h", "/b", "11:31:00.000"), b"{}")
-    backfill(spark, lake)
-    built = {name: table(spark, lake, name) for name in (GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)}
+    backfill(spark, lake, WITH_EXAMPLE)
+    example = gold_page_clicks_1m.TABLE
+    built = {name: table(spark, lake, name) for name in (GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY, example)}
     built = {name: spark.createDataFrame(frame.collect(), frame.schema) for name, frame in built.items()}
     gold_version = versions(spark, lake)[GOLD_PAGE_CLICKS_5S]
+    minutes_of_windows = (
+        table(spark, lake, GOLD_PAGE_CLICKS_5S)
+        .groupBy("pageId", F.date_trunc("minute", "windowStart").alias("windowStart"))
+        .agg(F.sum("clickCount").alias("clickCount"))
+    )
+    assert_df_equality(built[example].drop("windowEnd"), minutes_of_windows, ignore_row_order=True,
+                       ignore_nullable=True, ignore_column_order=True)
 
-    pipeline.rebuild(spark, lake, report=lambda line: None)
+    pipeline.rebuild(spark, lake, lambda line: None, WITH_EXAMPLE)
 
     for name, before in built.items():
         assert_df_equality(table(spark, lake, name), before, ignore_row_order=True, ignore_nullable=True)
@@ -190,6 +203,8 @@ def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built(spark, 
     publish = DeltaTable.forPath(spark, f"{lake.storage.root}/{GOLD_PAGE_CLICKS_5S}").history(1).first()
     assert publish["version"] == gold_version + 1  # one commit: readers see the old gold or the new
     assert publish["operationParameters"]["mode"] == "Overwrite"
+    [maintained] = maintain(spark, lake, lambda line: None, vacuum=False, tables=[example])
+    assert maintained["table"] == example.name and maintained["zOrderBy"] == "pageId"
 
     # The rebuilt checkpoints carry on: new data goes through every layer once.
     send(lake, click("a9", "/a", "10:00:04.900"), click("n", "/n", "11:31:01.000"))
@@ -206,7 +221,7 @@ def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
 
     fast = with_overrides(lake, ["analytical.triggers.bronze=500 ms", "analytical.triggers.silver=500 ms",
                                  "analytical.triggers.gold=500 ms"])
-    queries = [pipeline.start(spark, fast, stream, available_now=False) for stream in pipeline.STREAMS]
+    queries = [pipeline.start(spark, fast, stream, available_now=False) for stream in STREAMS]
     try:
         send(fast, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)), b"oops")
 

@@ -13,7 +13,10 @@ import pytest
 
 from analytical import pipeline
 from analytical.checks import check
-from analytical.tables import GOLD_PAGE_CLICKS_5S, SILVER_CLICKS, SILVER_QUARANTINE, read_table
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
+from analytical.silver_clicks import TABLE as SILVER_CLICKS
+from analytical.tables import read_table
 from shared.errors import LakehouseError
 from shared.kafka import ensure_topics
 from tests.conftest import make_config

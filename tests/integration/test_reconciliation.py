@@ -15,7 +15,8 @@ import pytest
 
 from analytical import pipeline
 from analytical.reconciliation import CAUSES, reconcile
-from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.tables import read_table
 from operational import hot_pages
 from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics, producer_for

@@ -10,7 +10,10 @@ import subprocess
 
 import pytest
 
-from analytical.tables import GOLD_PAGE_CLICKS_5S, read_table, is_delta_table
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.registry import STREAMS
+from analytical.tables import read_table, is_delta_table
+from operational import hot_pages
 from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from shared.broker import EmbeddedBroker
@@ -19,7 +22,8 @@ from tests.helpers import LAKEHOUSE, ahead_of_the_clock, click, run_lakehouse, s
 
 pytestmark = pytest.mark.integration
 
-QUERIES = {"hot_pages", "bronze_clicks", "silver_clicks", "gold_page_clicks_5s", "gold_page_clicks_hourly"}
+#: Every query of both paths, from their declarations.
+QUERIES = {hot_pages.STREAM.name, *(stream.name for stream in STREAMS)}
 
 
 def settings(config_overrides, *more: str) -> list[str]:

@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 from shared import PROJECT_ROOT
-from shared.config import load_config, local_folder, render
+from shared.config import load_config, render
+from shared.storage import local_folder
 from shared.errors import ConfigError
 
 

@@ -3,8 +3,9 @@
 from datetime import datetime, timedelta
 
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
-from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows, mark_hot
+from shared.rule import count_clicks_per_window, crossing_count, dedupe_clicks, hot_windows, mark_hot, same_event
 
 FIVE_SECONDS = timedelta(seconds=5)
 SCHEMA = "eventId string, pageId string, eventTime timestamp"
@@ -82,3 +83,21 @@ def test_window_length_comes_from_config(spark):
     counts = events.transform(count_clicks_per_window, timedelta(seconds=10)).collect()
 
     assert [(row.windowStart, row.windowEnd, row.clickCount) for row in counts] == [(at("10:00:00"), at("10:00:10"), 2)]
+
+
+def test_the_crossing_count_is_the_first_count_the_hot_condition_accepts(spark):
+    for threshold in (0, 3, 5000):
+        counts = spark.createDataFrame([(crossing_count(threshold) - 1,), (crossing_count(threshold),)],
+                                       "clickCount long")
+        assert [row.isHot for row in counts.transform(mark_hot, threshold).orderBy("clickCount").collect()] == [
+            False, True]
+
+
+def test_the_merge_condition_matches_copies_within_the_horizon_as_the_de_duplication_does(spark):
+    events = spark.createDataFrame(
+        [("e1", datetime(2026, 11, 22, 10, 0, 0)), ("e1", datetime(2026, 11, 22, 10, 0, 5)),
+         ("e1", datetime(2026, 11, 22, 10, 0, 6)), ("e2", datetime(2026, 11, 22, 10, 0, 0))],
+        "eventId string, eventTime timestamp")
+    new = spark.createDataFrame([("e1", datetime(2026, 11, 22, 10, 0, 0))], "eventId string, eventTime timestamp")
+    matched = events.alias("t").join(new.alias("s"), F.expr(same_event(timedelta(seconds=5))))
+    assert sorted(row.eventTime.second for row in matched.select("t.eventTime").collect()) == [0, 5]

@@ -1,4 +1,5 @@
-"""The reconciliation's model of the fast path agrees with the fast path's own transform.
+"""The reconciliation's model of the fast path, and time-to-alert's crossing clicks, agree with the
+fast path's own transform.
 
 The model (`analytical.reconciliation.fast_path_model`) restates the rule record by record, in order
 to explain differences with gold. A change to the rule (`shared/rule.py`) or to the parsing that the
@@ -9,12 +10,13 @@ watermark yet, so nothing is late), every window must get the same count from bo
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from pyspark.sql import functions as F
 
 from analytical.reconciliation import FastPathHistory, fast_path_model
 from operational.hot_pages import hot_page_alerts
+from operational.time_to_alert import crossing_clicks
 from shared.rule import assign_window
 from tests.conftest import make_config
 from tests.helpers import click
@@ -64,3 +66,20 @@ def test_the_model_counts_every_window_as_the_fast_path_does(spark):
     assert model == fast_path
     assert fast_path == {("/a", "2026-11-22T10:00:00.000Z"): 5, ("/b", "2026-11-22T10:00:00.000Z"): 1,
                          ("/b", "2026-11-22T10:00:05.000Z"): 2, ("/a", "2026-11-22T10:00:10.000Z"): 3}
+
+
+def test_time_to_alert_measures_from_the_click_that_turns_each_alerted_window_hot(spark):
+    config = make_config("hot_pages.threshold=2", f"kafka.topics.clicks={TOPIC}")
+    start = datetime.fromisoformat("2026-11-22 10:00:30")
+    rows = [(b"k", value, TOPIC, 0, offset, start + timedelta(milliseconds=offset))  # appended in offset order
+            for offset, value in enumerate(records())]
+    kafka = spark.createDataFrame(rows, "key binary, value binary, topic string, partition int, offset long, "
+                                        "timestamp timestamp")
+
+    alerted = {row.key for row in kafka.transform(hot_page_alerts, config.hot_pages, config.quality).collect()}
+    crossings = {row.alertId: row.crossedAt for row in crossing_clicks(kafka, config).collect()}
+
+    assert set(crossings) == alerted
+    # /a 10:00:00: a0, a1, a2 are its first three distinct clicks (offsets 0-2); /a 10:00:10: c0, c1, c2
+    # (offsets 9-11); the copies of a1 and a3 (offsets 5, 6) come after and count once.
+    assert sorted(crossings.values()) == [start + timedelta(milliseconds=2), start + timedelta(milliseconds=11)]

@@ -1,0 +1,32 @@
+"""Where things live under a storage root: tables, checkpoints, and whether the root is a local folder.
+
+A storage root is a local path or a URI of any Hadoop file system (`s3a://bucket/lake`). Every
+location the product writes is built here, from a root: `storage.root` for the live tables, or
+another one (a rebuild writes under `<root>/_rebuild` before it publishes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+def location(root: str, *parts: str) -> str:
+    """A location under a storage root (a local path or a URI): the root's own, or another's
+    (a rebuild writes under `<root>/_rebuild` before it publishes)."""
+    return "/".join([root.rstrip("/"), *parts])
+
+
+def checkpoint_location(root: str, query_name: str) -> str:
+    """Where the query called `query_name` keeps its checkpoint under `root`: <root>/_checkpoints/<name>."""
+    return location(root, "_checkpoints", query_name)
+
+
+def local_folder(root: str) -> Path | None:
+    """The local folder a storage root names (`/x`, `relative/x`, `file:/x`, `file:///x`), or None
+    when it is a URI of another file system (`s3a://bucket/x`, `hdfs://...`): the one test of
+    "is this root local?" for everything that uses the local file system directly."""
+    parsed = urlparse(root)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    return None if parsed.scheme and "://" in root else Path(root)

@@ -1,0 +1,74 @@
+"""The registry and the declarations: each stream writes exactly the tables and schemas it declares,
+policies come from the declarations unless configured, and everything that lists tables reads the
+registry."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+from analytical import gold_page_clicks_5s, silver_clicks
+from analytical.checks import suites
+from analytical.registry import STREAMS, TABLES, check_policies, in_layer
+from analytical.tables import Table, is_delta_table
+from operational import hot_pages
+from shared.errors import ConfigError, LakehouseError
+from tests.conftest import make_config
+from tests.examples import gold_page_clicks_1m
+
+#: CONTRACT.md's tables, in the order their streams write them: what users and readers rely on.
+CONTRACT_TABLES = ["bronze/clicks", "silver/clicks", "silver/quarantine", "gold/page_clicks_5s",
+                   "gold/page_clicks_hourly"]
+
+
+def test_the_registry_holds_the_contracts_tables_in_dependency_order():
+    assert [table.name for table in TABLES] == CONTRACT_TABLES
+    assert [stream.layer for stream in STREAMS] == ["bronze", "silver", "gold", "gold"]
+    assert [stream.name for stream in in_layer("gold")] == ["gold_page_clicks_5s", "gold_page_clicks_hourly"]
+
+
+@pytest.mark.parametrize("stream", [*STREAMS, gold_page_clicks_1m.STREAM, hot_pages.STREAM],
+                         ids=lambda stream: stream.name)
+def test_each_stream_builds_and_creates_its_tables_with_exactly_the_declared_schema(spark, tmp_path, stream):
+    config = make_config(f"storage.root={tmp_path}")
+    root = config.storage.root
+    for earlier in STREAMS[: STREAMS.index(stream) if stream in STREAMS else len(STREAMS)]:
+        earlier.writer(spark, config, root, root)  # the tables it reads exist, empty
+    stream.writer(spark, config, root, root)  # builds the query without starting it
+    for table in stream.writes:
+        assert spark.read.format("delta").load(table.path(root)).schema == table.schema, table.name
+
+
+def test_a_transform_that_drifts_from_its_declared_schema_is_refused_before_anything_is_written(spark, tmp_path):
+    declared = Table("gold/example", StructType([StructField("pageId", StringType()),
+                                                 StructField("clickCount", LongType(), nullable=False)]))
+    drifted = StructType([StructField("pageId", StringType()), StructField("clickCount", LongType()),
+                          StructField("extra", StringType())])
+    with pytest.raises(LakehouseError) as refused:
+        declared.create(spark, str(tmp_path), drifted)
+    assert "clickCount is bigint, declared bigint not null" in str(refused.value)
+    assert "extra is not declared" in str(refused.value)
+    assert not is_delta_table(spark, declared.path(str(tmp_path)))
+
+
+def test_a_stream_keeps_its_declared_policy_unless_the_config_names_it():
+    assert silver_clicks.STREAM.expectation_policy(make_config()) == "drop"
+    assert gold_page_clicks_5s.STREAM.expectation_policy(make_config()) == "fail"
+    overridden = make_config("quality.policies.gold_page_clicks_5s=warn")
+    assert gold_page_clicks_5s.STREAM.expectation_policy(overridden) == "warn"
+    assert silver_clicks.STREAM.expectation_policy(overridden) == "drop"
+    check_policies(overridden)
+
+
+def test_a_policy_for_a_stream_that_does_not_exist_names_the_key():
+    with pytest.raises(ConfigError, match=r"quality\.policies\.gold_page_clicks_5: no stream of that name"):
+        check_policies(make_config("quality.policies.gold_page_clicks_5=warn"))
+    with pytest.raises(ConfigError, match=r"quality\.policies\.bronze_clicks"):  # bronze checks no expectations
+        check_policies(make_config("quality.policies.bronze_clicks=warn"))
+
+
+def test_check_validates_the_suite_of_every_registered_table_that_declares_one():
+    config = make_config()
+    assert [suite.table for suite in suites(config)] == CONTRACT_TABLES[1:]
+    with_example = [*TABLES, gold_page_clicks_1m.TABLE]
+    assert [suite.table for suite in suites(config, with_example)][-1] == "gold/page_clicks_1m"
