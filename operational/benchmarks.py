@@ -78,7 +78,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             _wait(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
     elif with_medallion == "separate":
         from analytical.registry import STREAMS
-        from shared.side_by_side import MedallionProcess
+        from shared.processes import MedallionProcess
 
         separate = MedallionProcess([*settings, f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
                                     config.analytical.niceness, relay=lambda line: None)

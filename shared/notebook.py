@@ -17,7 +17,7 @@ ALERTS = "notebook-hot-pages"
 
 def setting_up() -> tuple[Config, Any]:
     """(config, spark) for a notebook; the broker is started if none answers, the topics created."""
-    from shared.broker import EmbeddedBroker
+    from shared.services.broker import EmbeddedBroker
     from shared.kafka import broker_answers, ensure_topics
     from shared.spark import spark_session
 
@@ -33,7 +33,7 @@ def setting_up() -> tuple[Config, Any]:
 
 def send_traffic(config: Config, seconds: float = 10, rate: float = 2000, hot_pages: int = 3) -> dict[str, int]:
     """`seconds` of generated clicks at `rate` (paced), with hot pages and a little bad data."""
-    from shared.generator import ClickGenerator, TrafficSpec, send
+    from shared.services.generator import ClickGenerator, TrafficSpec, send
     from shared.kafka import producer_for
 
     spec = TrafficSpec.for_config(config, rate, hot_pages=hot_pages, late_fraction=0.01, duplicate_fraction=0.01,

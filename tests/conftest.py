@@ -1,6 +1,6 @@
 """Fixtures for the whole run: one SparkSession, one real Kafka broker, per-test topics and storage.
 
-The broker is the project's own embedded broker (shared.broker), started once on a free port with
+The broker is the project's own embedded broker (shared.services.broker), started once on a free port with
 its files in a temporary folder, and stopped when the run ends.
 """
 
@@ -43,7 +43,7 @@ def spark():
 @pytest.fixture(scope="session")
 def broker_overrides(tmp_path_factory) -> list[str]:
     """--set values that point at the run's broker (started on first use, stopped at the end)."""
-    from shared.broker import EmbeddedBroker
+    from shared.services.broker import EmbeddedBroker
 
     overrides = [
         f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",

@@ -11,7 +11,7 @@ from shared.config import Config
 
 
 def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
-    from shared.broker import EmbeddedBroker
+    from shared.services.broker import EmbeddedBroker
     from shared.kafka import ensure_topics
 
     bootstrap = EmbeddedBroker(config, log=say).start()
@@ -25,14 +25,14 @@ def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_kafka_stop(config: Config, args: argparse.Namespace) -> int:
-    from shared.broker import EmbeddedBroker
+    from shared.services.broker import EmbeddedBroker
 
     EmbeddedBroker(config, log=say).stop()
     return 0
 
 
 def cmd_kafka_status(config: Config, args: argparse.Namespace) -> int:
-    from shared.broker import EmbeddedBroker
+    from shared.services.broker import EmbeddedBroker
 
     status = EmbeddedBroker(config, log=say).status()
     print(status.describe())

@@ -10,7 +10,7 @@ from shared.config import Config, render
 
 
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
-    from shared.demo import run_demo
+    from shared.cli.demo import run_demo
 
     return run_demo(config, seconds=args.seconds, rate=args.rate, config_args=passthrough(args))
 

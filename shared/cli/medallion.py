@@ -36,7 +36,7 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
-    from shared.side_by_side import MedallionProcess
+    from shared.processes import MedallionProcess
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])

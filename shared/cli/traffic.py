@@ -14,7 +14,7 @@ from shared.config import Config
 def cmd_generate(config: Config, args: argparse.Namespace) -> int:
     import random
 
-    from shared.generator import ClickGenerator, TrafficSpec, hot_page_ids, send
+    from shared.services.generator import ClickGenerator, TrafficSpec, hot_page_ids, send
     from shared.kafka import ensure_topics, producer_for
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)

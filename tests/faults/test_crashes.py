@@ -30,7 +30,7 @@ from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import read_table
 from operational import hot_pages
 from operational.alerts_topic import latest_alerts
-from shared.broker import EmbeddedBroker
+from shared.services.broker import EmbeddedBroker
 from shared.kafka import ensure_topics
 from shared.streaming import progress_dict
 from tests.conftest import make_config

@@ -16,7 +16,7 @@ from analytical.tables import read_table, is_delta_table
 from operational import hot_pages
 from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
-from shared.broker import EmbeddedBroker
+from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import LAKEHOUSE, ahead_of_the_clock, click, run_lakehouse, send, wait_for
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.broker import EmbeddedBroker
+from shared.services.broker import EmbeddedBroker
 from shared.errors import MissingDependencyError
 from shared.jvm import java_executable
 from shared.prerequisites import check

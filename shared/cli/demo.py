@@ -55,10 +55,10 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from operational.alerts_topic import latest_alerts
     from operational.time_to_alert import time_to_alert
     from shared import PROJECT_ROOT
-    from shared.broker import EmbeddedBroker
+    from shared.services.broker import EmbeddedBroker
     from shared.checkpoints import empty_keeping_locks, exclusive
     from shared.monitoring import TABLE, recording
-    from shared.side_by_side import MedallionProcess
+    from shared.processes import MedallionProcess
     from shared.spark import spark_session
     from shared.streaming import supervise
 
