@@ -21,8 +21,8 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from analytical import silver_clicks
-from analytical.quality import Suite, between, equal, metrics_name, not_null, passing, unique, with_expectations
-from analytical.tables import Prune, Table, upsert_stream
+from analytical.quality import Suite, between, equal, not_null, unique
+from analytical.tables import Prune, Table, checked_upsert_stream
 from shared.config import Config, HotPagesConfig
 from shared.rule import count_clicks_per_window, is_hot, mark_hot, with_event_time_watermark
 from shared.streaming import Stream
@@ -69,14 +69,9 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
-    policy = STREAM.expectation_policy(config)
-    windows = (
-        read_silver(spark, config, source_root)
-        .transform(page_clicks_5s, config.hot_pages)
-        .transform(with_expectations, suite(config), policy, metrics_name(STREAM.name))
-    )
-    return upsert_stream(windows, TABLE, target_root, KEYS, Prune("windowStart", "windowStart"),
-                         output_mode="update", keep=lambda rows: passing(rows, policy))
+    windows = read_silver(spark, config, source_root).transform(page_clicks_5s, config.hot_pages)
+    return checked_upsert_stream(windows, STREAM, config, target_root, KEYS, Prune("windowStart", "windowStart"),
+                                 output_mode="update")
 
 
 TABLE = Table(

@@ -24,8 +24,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from analytical import gold_page_clicks_5s
 from analytical.gold_page_clicks_5s import read_silver
-from analytical.quality import Suite, between, equal, metrics_name, not_null, passing, unique, with_expectations
-from analytical.tables import Prune, Table, upsert_stream
+from analytical.quality import Suite, between, equal, not_null, unique
+from analytical.tables import Prune, Table, checked_upsert_stream
 from shared.config import Config, HotPagesConfig, spark_interval
 from shared.rule import counts_per_window, is_hot
 from shared.streaming import Stream
@@ -95,14 +95,9 @@ def page_clicks_hourly(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_hourly under `target_root`."""
-    policy = STREAM.expectation_policy(config)
-    hours = (
-        read_silver(spark, config, source_root)
-        .transform(page_clicks_hourly, config.hot_pages)
-        .transform(with_expectations, suite(config), policy, metrics_name(STREAM.name))
-    )
-    return upsert_stream(hours, TABLE, target_root, KEYS, Prune("hourStart", "hourStart"), output_mode="append",
-                         keep=lambda rows: passing(rows, policy))
+    hours = read_silver(spark, config, source_root).transform(page_clicks_hourly, config.hot_pages)
+    return checked_upsert_stream(hours, STREAM, config, target_root, KEYS, Prune("hourStart", "hourStart"),
+                                 output_mode="append")
 
 
 TABLE = Table(

@@ -24,10 +24,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructField, StructType, TimestampType
 
-from analytical.quality import Suite
+from analytical.quality import Suite, metrics_name, passing, with_expectations
 from shared.config import Config
 from shared.errors import LakehouseError
 from shared.storage import location
+from shared.streaming import Stream
 
 #: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"
@@ -250,6 +251,17 @@ def upsert_stream(rows: DataFrame, table: Table, root: str, keys: tuple[str, ...
             upsert(batch.transform(keep), path, keys, prune)
 
     return rows.writeStream.outputMode(output_mode).foreachBatch(write_batch)
+
+
+def checked_upsert_stream(rows: DataFrame, stream: Stream, config: Config, root: str, keys: tuple[str, ...],
+                          prune: Prune, output_mode: str) -> DataStreamWriter:
+    """A gold writer: `rows` checked against its table's suite under the stream's policy as they
+    stream (analytical.quality), then MERGEd over the table (`upsert_stream`) without the rows the
+    policy drops."""
+    [table] = stream.writes
+    policy = stream.expectation_policy(config)
+    checked = rows.transform(with_expectations, table.suite(config), policy, metrics_name(stream.name))
+    return upsert_stream(checked, table, root, keys, prune, output_mode, keep=lambda batch: passing(batch, policy))
 
 
 def _as_text(bound: Column, is_time: bool) -> Column:

@@ -166,11 +166,23 @@ def stop_and_await_jvm(spark: "SparkSession") -> None:
 def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
     if jvm.poll() is None and jvm.stdin is not None:
         _quiet_accumulator_server()
+        _stop_calling_the_jvm()
         jvm.stdin.close()
         try:
             jvm.wait(timeout=JVM_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             pass  # the kernel kills it as this process ends
+
+
+def _stop_calling_the_jvm() -> None:
+    """Mark Py4J's client disconnected before the JVM goes: each Python proxy of a JVM object that
+    is collected while the JVM exits, or as the interpreter ends, would otherwise still tell the
+    JVM, and log `ERROR:root:Exception while sending command.` with a traceback after the
+    command's last word (seen at the end of a backfill benchmark's child, now and then)."""
+    from pyspark import SparkContext
+
+    if SparkContext._gateway is not None:
+        SparkContext._gateway._gateway_client.is_connected = False
 
 
 def _quiet_accumulator_server() -> None:

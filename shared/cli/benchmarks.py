@@ -19,6 +19,7 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     unknown = sorted(set(profiles) - set(PROFILES))
     if unknown:
         raise LakehouseError(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
+    _load_is_possible(config, [args.rate], args.hot_pages)
     require_reachable(config.kafka)  # before a child process starts its Spark
     print(json.dumps(latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
                              with_medallion=args.with_medallion), indent=2))
@@ -29,8 +30,9 @@ def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
     from operational.benchmarks import throughput
     from shared.kafka import require_reachable
 
-    require_reachable(config.kafka)
     rates = [float(rate) for rate in args.rates.split(",")]
+    _load_is_possible(config, rates, args.hot_pages)
+    require_reachable(config.kafka)
     print(json.dumps(throughput(passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
     return 0
 
@@ -45,9 +47,17 @@ def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
 def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
     from operational.benchmarks import memory
 
+    _load_is_possible(config, [args.rate], args.hot_pages)
     print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages), indent=2))
     return 0
 
+def _load_is_possible(config: Config, rates: list[float], hot_pages: int) -> None:
+    """Refuse a load the generator would refuse (e.g. too many hot pages for the rate at this
+    threshold) before any child process or Spark starts, with the generator's own message."""
+    from shared.services.generator import TrafficSpec
+
+    for rate in rates:
+        TrafficSpec.for_config(config, rate, hot_pages=hot_pages).validated()
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:

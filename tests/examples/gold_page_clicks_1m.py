@@ -15,8 +15,8 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from analytical.gold_page_clicks_5s import read_silver
-from analytical.quality import Suite, between, metrics_name, not_null, passing, unique, with_expectations
-from analytical.tables import Prune, Table, upsert_stream
+from analytical.quality import Suite, between, not_null, unique
+from analytical.tables import Prune, Table, checked_upsert_stream
 from shared.config import Config
 from shared.rule import count_clicks_per_window
 from shared.streaming import Stream
@@ -37,14 +37,9 @@ def page_clicks_1m(events: DataFrame) -> DataFrame:
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
-    policy = STREAM.expectation_policy(config)
-    minutes = (
-        read_silver(spark, config, source_root)
-        .transform(page_clicks_1m)
-        .transform(with_expectations, suite(config), policy, metrics_name(STREAM.name))
-    )
-    return upsert_stream(minutes, TABLE, target_root, ("pageId", "windowStart"), Prune("windowStart", "windowStart"),
-                         output_mode="update", keep=lambda rows: passing(rows, policy))
+    minutes = read_silver(spark, config, source_root).transform(page_clicks_1m)
+    return checked_upsert_stream(minutes, STREAM, config, target_root, ("pageId", "windowStart"),
+                                 Prune("windowStart", "windowStart"), output_mode="update")
 
 
 TABLE = Table(

@@ -63,3 +63,12 @@ def test_generate_without_a_broker_says_how_to_start_one(tmp_path):
     assert result.returncode == 2
     assert "lakehouse kafka start" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_benchmark_load_the_generator_cannot_make_is_refused_before_anything_starts():
+    result = run_lakehouse("bench", "latency", "--rate", "5000", "--seconds", "30",
+                           "--set", "kafka.bootstrap_servers=127.0.0.1:1")  # refused before the broker is asked
+
+    assert result.returncode == 2
+    assert "--hot-pages 8 at threshold 5000 per 5 s needs --rate 15003 or more" in result.stderr
+    assert "Traceback" not in result.stderr
