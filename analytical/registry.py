@@ -4,8 +4,8 @@ Each stream and table is declared once, in the module named after it (`STREAM`, 
 layer, writer, expectation policy; path, explicit schema, partitioning, statistics, Z-order,
 suite. This module only puts the streams in dependency order. Running, backfilling and rebuilding
 (analytical.pipeline), `lakehouse check` (analytical.checks), `lakehouse maintain`
-(analytical.maintenance), the `quality.policies` keys, the backfill benchmark and the tests all
-read these lists.
+(analytical.maintenance), the `quality.policies` keys, `lakehouse run`'s latency benchmark and the
+tests all read these lists.
 
 A new table is one module that declares its `TABLE` and `STREAM`, and one line in `STREAMS`.
 """
