@@ -12,9 +12,9 @@ For each window, the fast path's count is derived again from the data, record by
 valid record of bronze is placed in the hot-pages micro-batch that read its Kafka offset (the
 stream's checkpoint log keeps, per batch, the offsets it read up to and its watermark); a record
 the stream never read is not processed; one whose event time was at or before the previous
-batch's watermark was dropped as late; a copy of an eventId whose de-duplication state had
-expired (it lasts `hot_pages.watermark` of event time) was counted again. Gold's side is silver:
-the events gold counts.
+batch's watermark was dropped as late; a copy of an eventId counts once per page and window (the
+fast path counts each window's distinct eventIds), so a copy stamped with another window or page
+than its first copy counts there too. Gold's side is silver: the events gold counts.
 
 A window where the alert and gold disagree is explained when the derived count reproduces the
 alerted one (or, without an alert, stays at or under the threshold). Its cause is the category of
@@ -28,10 +28,10 @@ from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
@@ -43,7 +43,7 @@ from shared.checkpoints import CheckpointLog, read_checkpoint_log
 from shared.config import Config
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import assign_window
+from shared.rule import DISTINCT_PER, assign_window
 from shared.schema import ALERT_TIMESTAMP_FORMAT
 
 #: Every cause a difference can have, in the order that breaks ties. The text is the definition.
@@ -51,8 +51,8 @@ CAUSES: dict[str, str] = {
     "late_beyond_operational_watermark":
         "gold counts events that reached the fast path after its watermark had passed their event time",
     "duplicate_beyond_operational_dedup_horizon":
-        "the fast path counted an event again, or in another window, because a copy came after its "
-        "de-duplication state (hot_pages.watermark of event time) had expired; silver keeps one copy",
+        "the fast path counted a copy of an event in another window or page than its first copy: it "
+        "de-duplicates within each page's window, silver keeps the first copy of each eventId",
     "not_processed_by_operational":
         "gold counts events at Kafka offsets the fast path has not read (before its starting offsets, "
         "or after its last micro-batch)",
@@ -152,7 +152,7 @@ def fast_path_model(spark: SparkSession, bronze: DataFrame, config: Config, hist
     """
     placed = _place_in_batches(spark, bronze, config, history, start, end, _horizon(config)).persist()
     try:
-        yield _mark_duplicates(spark, placed, config.hot_pages.watermark.total_seconds())
+        yield _mark_duplicates(placed, config.hot_pages.window)
     finally:
         placed.unpersist()
 
@@ -222,41 +222,24 @@ def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, hi
     )
 
 
-def _mark_duplicates(spark: SparkSession, placed: DataFrame, horizon_s: float) -> DataFrame:
-    """`placed` with fate `duplicate` for the copies the fast path's de-duplication dropped."""
-    dropped = _copies_dropped_as_duplicates(placed, horizon_s)
-    if dropped:
-        duplicates = spark.createDataFrame(dropped, "partition int, offset long").withColumn("isDuplicate", F.lit(True))
-        placed = placed.join(F.broadcast(duplicates), ["partition", "offset"], "left").withColumn(
-            "fate", F.when(F.col("isDuplicate"), "duplicate").otherwise(F.col("fate"))
-        )
-    return placed
+def _mark_duplicates(placed: DataFrame, window: timedelta) -> DataFrame:
+    """`placed` with fate `duplicate` for the copies the fast path's count did not add.
 
-
-def _copies_dropped_as_duplicates(placed: DataFrame, horizon_s: float) -> list[tuple[int, int]]:
-    """(partition, offset) of the accepted copies the fast path's de-duplication dropped.
-
-    dropDuplicatesWithinWatermark remembers an eventId until the watermark passes the first copy's
-    eventTime + the watermark delay; a copy that arrives after that is counted again.
+    A page's window counts the set of its eventIds, and a window is evicted only once the watermark
+    has passed its end (after which its events are late): a counted copy adds nothing when its
+    page's window holds the eventId from an earlier record; a maybe-late copy adds nothing when
+    the window counted the eventId, and at most one maybe-late copy of an eventId can add one.
     """
-    groups = (
-        placed.where(F.col("fate") == "counted")
-        .groupBy("eventId")
-        .agg(F.collect_list(F.struct("batchId", "partition", "offset", F.unix_micros("eventTime").alias("micros"),
-                                     "lateWm")).alias("copies"))
-        .where(F.size("copies") > 1)
-        .collect()
+    fate = F.col("fate")
+    candidate = fate.isin("counted", "maybe_late")
+    copies = Window.partitionBy(*DISTINCT_PER).orderBy(  # counted copies first, then maybe-late ones
+        F.when(fate == "counted", 0).when(fate == "maybe_late", 1).otherwise(2), "batchId", "partition", "offset")
+    return (
+        placed.transform(assign_window, window)
+        .withColumn("_copy", F.when(candidate, F.row_number().over(copies)))
+        .withColumn("fate", F.when(F.col("_copy") > 1, "duplicate").otherwise(F.col("fate")))
+        .drop("_copy", "windowStart", "windowEnd")
     )
-    dropped = []
-    horizon_us = int(horizon_s * 1_000_000)
-    for group in groups:
-        forgotten_after = None  # watermark (µs) beyond which the remembered id has expired
-        for copy in sorted(group.copies, key=lambda c: (c.batchId, c.partition, c.offset)):
-            if forgotten_after is None or copy.lateWm * _MICROS >= forgotten_after:
-                forgotten_after = copy.micros + horizon_us
-            else:
-                dropped.append((copy.partition, copy.offset))
-    return dropped
 
 
 def _alerts_frame(spark: SparkSession, book: AlertBook) -> DataFrame:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import statistics
@@ -17,6 +18,7 @@ import subprocess
 import sys
 import time
 import uuid
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from shared.config import Config, load_config, with_overrides
@@ -46,8 +48,9 @@ def _progress(message: str) -> None:
 
 def run_once(config: Config, settings: list[str], rate: float, seconds: float, hot_pages: int,
              measure_latency: bool, sample_every_s: float, drain_timeout_s: float,
-             with_medallion: str | None = None) -> dict[str, Any]:
-    """Start the fast path, offer `rate` events/s for `seconds`, wait until it drained, measure.
+             with_medallion: str | None = None, warmup_s: float = 0.0) -> dict[str, Any]:
+    """Start the fast path, offer `rate` events/s for `warmup_s` + `seconds`, wait until it drained,
+    measure (time-to-alert over the windows that crossed after the warm-up).
 
     `with_medallion`: the four medallion streams run beside it, started and past their first
     micro-batch before the load begins; "shared": in the same application (FAIR pools);
@@ -98,8 +101,9 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         done = (progress_dict(last)["sources"][0].get("endOffset") or {}) if last else {}
         return sum(latest[tp] - int((done.get(clicks) or {}).get(str(tp.partition), 0)) for tp in partitions)
 
+    load_started = datetime.now(timezone.utc)
     generator = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "generate", "--rate", str(rate), "--seconds", str(seconds),
+        [sys.executable, "-m", "shared.cli", "generate", "--rate", str(rate), "--seconds", str(warmup_s + seconds),
          "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
     )
@@ -140,7 +144,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     data = [p for _, p in sorted(batches.items()) if p["numInputRows"] > 0]
     durations = [p["durationMs"]["triggerExecution"] for p in data]
     result: dict[str, Any] = {
-        "generator_rate": generated["achieved_rate"],
+        **delivery(rate, generated),
         "input_rate": round(sum(p["numInputRows"] for p in data) / max(1e-9, sum(d / 1000 for d in durations)), 1)
         if durations else 0.0,
         "batches": len(data),
@@ -152,10 +156,22 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         "samples": samples,
     }
     if measure_latency:
-        result |= time_to_alert(spark, config)
+        result |= time_to_alert(spark, config, load_started + timedelta(seconds=warmup_s))
     if local_folder(root) is not None:
         shutil.rmtree(local_folder(root), ignore_errors=True)
     return result
+
+
+#: A run is valid only when the traffic delivered at least this share of the offered rate.
+DELIVERED_SHARE = 0.95
+
+
+def delivery(offered: float, generated: dict[str, Any]) -> dict[str, Any]:
+    """What the traffic really did: offered and delivered rates (records acknowledged by the broker
+    over the sending time), the generator's CPU share (of one core), and whether the run is valid."""
+    delivered = generated["achieved_rate"]
+    return {"offered_rate": offered, "delivered_rate": delivered, "generator_cpu_share": generated["cpu_share"],
+            "valid": delivered >= DELIVERED_SHARE * offered}
 
 
 def _wait(condition, timeout_s: float, what: str, query) -> None:
@@ -171,18 +187,23 @@ def _wait(condition, timeout_s: float, what: str, query) -> None:
 # -- the commands (parent process) ------------------------------------------------------------
 
 
+#: Seconds of load before time-to-alert is measured: the JVM compiles the query's code meanwhile.
+WARMUP_S = 10.0
+
+
 def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None) -> dict[str, Any]:
     command = [sys.executable, "-m", "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
                "--seconds", str(seconds), "--hot-pages", str(hot_pages), "--sample-every", str(sample_every_s),
-               "--drain-timeout", str(drain_timeout_s), *settings]
+               "--drain-timeout", str(drain_timeout_s), "--warmup", str(WARMUP_S if latency else 0.0), *settings]
     if latency:
         command.append("--latency")
     if with_medallion:
         command.append(f"--with-medallion={with_medallion}")
         profile = f"{profile} with the medallion ({with_medallion} application)"
-    _progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s ...")
+    _progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s"
+              + (f" after {WARMUP_S:g} s of warm-up ..." if latency else " ..."))
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"the {profile} run failed (exit {done.returncode}); its stderr is above")
@@ -204,11 +225,8 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     for profile, medallion in runs:
         run = _child("tuned" if medallion else profile, settings, rate, seconds, hot_pages, latency=True,
                      with_medallion=medallion)
-        results[profile] = {key: run[key] for key in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts", "input_rate")} | {
-            "details": {key: value for key, value in run.items()
-                        if key not in ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts", "input_rate", "samples")}
-        }
-        _progress(f"bench: {profile}: p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms, {run['alerts']} alerted windows")
+        results[profile] = latency_figures(run)
+        _progress(f"bench: {profile}: " + _summary(run))
     ratios = {}
     tuned = results.get("tuned", {}).get("p99_ms")
     for profile, result in results.items():
@@ -221,6 +239,25 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     return report
 
 
+_FIGURES = ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts")
+_TRAFFIC = ("valid", "offered_rate", "delivered_rate", "input_rate")
+
+
+def latency_figures(run: dict[str, Any]) -> dict[str, Any]:
+    """A latency run as reported: the traffic, then the figures only when the run is valid (the
+    load it measured was the load offered); the rest under details."""
+    figures = {key: run[key] for key in _TRAFFIC} | ({key: run[key] for key in _FIGURES} if run["valid"] else {})
+    return figures | {"details": {key: value for key, value in run.items()
+                                  if key not in (*_FIGURES, *_TRAFFIC, "samples") or (key in _FIGURES and not run["valid"])}}
+
+
+def _summary(run: dict[str, Any]) -> str:
+    traffic = f"{run['delivered_rate']:,.0f} of {run['offered_rate']:,.0f} events/s delivered"
+    if not run["valid"]:
+        return f"INVALID: {traffic} (less than {DELIVERED_SHARE:.0%})"
+    return f"p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms, {run['alerts']} alerted windows ({traffic})"
+
+
 def throughput(settings: list[str], rates: list[float], seconds: float, hot_pages: int) -> dict[str, Any]:
     """The highest offered rate whose Kafka lag does not grow over `seconds` (rates tried in order)."""
     steps, best = [], None
@@ -228,18 +265,90 @@ def throughput(settings: list[str], rates: list[float], seconds: float, hot_page
         run = _child("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
         lags = [(s["t_s"], s["lag"]) for s in run["samples"] if s["t_s"] >= 10]
         slope = _slope(lags)
-        offered = run["generator_rate"]
-        sustained = slope < 0.02 * offered and (lags[-1][1] if lags else 0) < 3 * offered
-        steps.append({"offered_rate": rate, "generator_rate": offered, "input_rate": run["input_rate"],
-                      "lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
-                      "batch_ms_p50": run["batch_ms_p50"], "sustained": sustained,
-                      "generator_bound": offered < 0.95 * rate})
-        _progress(f"bench: {rate:,.0f}/s offered ({offered:,.0f} achieved): lag growth {slope:,.0f}/s -> "
-                  f"{'sustained' if sustained else 'NOT sustained'}")
-        if not sustained:
+        delivered = run["delivered_rate"]
+        sustained = slope < 0.02 * delivered and (lags[-1][1] if lags else 0) < 3 * delivered
+        steps.append({key: run[key] for key in ("valid", "offered_rate", "delivered_rate", "generator_cpu_share",
+                                                 "input_rate")}
+                     | {"lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
+                        "batch_ms_p50": run["batch_ms_p50"], "sustained": sustained})
+        _progress(f"bench: {rate:,.0f}/s offered ({delivered:,.0f} delivered): lag growth {slope:,.0f}/s -> "
+                  f"{'sustained' if sustained else 'NOT sustained'}{'' if run['valid'] else ' (INVALID run)'}")
+        if not sustained or not run["valid"]:
             break
-        best = offered
+        best = delivered
     return {"seconds": seconds, "hot_pages": hot_pages, "max_sustained_rate": best, "steps": steps}
+
+
+def capacity(config: Config, settings: list[str], profiles: list[str], sla_ms: float, start_rate: float,
+             min_windows: int = 60, resolution: float = 1.15, max_runs: int = 8) -> dict[str, Any]:
+    """Per profile, the highest delivered rate whose time-to-alert p99 is at or under `sla_ms`.
+
+    A search over rates: up by half from `start_rate` while runs meet the SLA, down by half while
+    they do not, then bisection until the passing and failing rates are within `resolution` of each
+    other (or `max_runs` runs). Each run has enough hot pages and seconds for `min_windows` alerted
+    windows; a run whose traffic did not deliver the offered rate is invalid and counts as a miss
+    (the machine could not offer that load, so it cannot be claimed).
+    """
+    window_s = config.hot_pages.window.total_seconds()
+    lowest = load_shape(config, 1.0)[2]
+    report: dict[str, Any] = {"sla_ms": sla_ms, "min_alerted_windows": min_windows, "configs": {}}
+    for profile in profiles:
+        tried: list[dict[str, Any]] = []
+
+        def meets(rate: float) -> bool:
+            hot_pages, _, _ = load_shape(config, rate)
+            seconds = math.ceil(min_windows / hot_pages) * window_s + window_s
+            run = _child(profile, settings, rate, seconds, hot_pages, latency=True)
+            met = bool(run["valid"] and run["alerts"] >= min_windows and run["p99_ms"] is not None
+                       and run["p99_ms"] <= sla_ms)
+            tried.append({"rate": rate, "meets_sla": met, "hot_pages": hot_pages, "seconds": seconds}
+                         | {key: value for key, value in latency_figures(run).items() if key != "details"}
+                         | {"batch_ms_p50": run["batch_ms_p50"]})
+            _progress(f"bench: {profile} at {rate:,.0f}/s: {_summary(run)} -> "
+                      f"{'meets' if met else 'misses'} the {sla_ms:g} ms SLA")
+            return met
+
+        passing, failing = search_rates(meets, max(start_rate, lowest), lowest, resolution, max_runs)
+        best = max((t["delivered_rate"] for t in tried if t["meets_sla"]), default=None)
+        report["configs"][profile] = {"capacity_rate": best, "highest_passing_offered": passing,
+                                      "lowest_failing_offered": failing, "tried": tried}
+    return report
+
+
+def load_shape(config: Config, rate: float) -> tuple[int, float, float]:
+    """(hot pages, their share of the traffic, the lowest rate with one hot page) for `rate`: as many
+    hot pages as the traffic allows (the generator's 80% limit), at most 8."""
+    from shared.services.generator import TrafficSpec
+
+    per_page = TrafficSpec.for_config(config, 1.0).hot_rate_per_page
+    lowest = math.ceil(per_page / 0.8)
+    hot_pages = max(1, min(8, int(0.8 * rate / per_page)))
+    return hot_pages, hot_pages * per_page / rate, lowest
+
+
+def search_rates(meets, start: float, lowest: float, resolution: float, max_runs: int) -> tuple[float | None, float | None]:
+    """(highest rate that met, lowest that missed) after an exponential then bisecting search."""
+    passing = failing = None
+    rate, runs = start, 0
+    while runs < max_runs:
+        runs += 1
+        if meets(rate):
+            passing = rate
+        else:
+            failing = rate
+        if passing is not None and failing is not None:
+            if failing / passing <= resolution:
+                break
+            rate = round(math.sqrt(passing * failing), -2)
+            if rate in (passing, failing):
+                break
+        elif passing is not None:
+            rate = round(passing * 1.5, -2)
+        else:
+            if rate <= lowest:
+                break
+            rate = max(lowest, round(rate / 2, -2))
+    return passing, failing
 
 
 def memory(settings: list[str], rate: float, seconds: float, hot_pages: int) -> dict[str, Any]:
@@ -253,7 +362,7 @@ def memory(settings: list[str], rate: float, seconds: float, hot_pages: int) -> 
         return {"min": min(values), "max": max(values)} if values else {}
 
     return {
-        "rate": rate, "seconds": seconds, "input_rate": run["input_rate"], "batch_ms_p50": run["batch_ms_p50"],
+        "rate": rate, "seconds": seconds, **{key: run[key] for key in _TRAFFIC}, "batch_ms_p50": run["batch_ms_p50"],
         "state_rows": {"after_1_min_first_half": spread("state_rows", first_half), "second_half": spread("state_rows", half)},
         "jvm_rss_mb": {"after_1_min_first_half": spread("jvm_rss_mb", first_half), "second_half": spread("jvm_rss_mb", half)},
         "samples": samples,
@@ -282,6 +391,7 @@ def _main() -> int:
     parser.add_argument("--with-medallion", choices=["shared", "separate"])
     parser.add_argument("--sample-every", type=float, default=1.0)
     parser.add_argument("--drain-timeout", type=float, default=600)
+    parser.add_argument("--warmup", type=float, default=0.0)
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
@@ -289,7 +399,7 @@ def _main() -> int:
     config = load_config(args.config, [*args.overrides, *PROFILES[args.profile]])
     try:
         result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
-                          args.sample_every, args.drain_timeout, args.with_medallion)
+                          args.sample_every, args.drain_timeout, args.with_medallion, args.warmup)
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

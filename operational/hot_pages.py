@@ -1,13 +1,14 @@
 """The hot-pages stream: Kafka clicks -> alerts on Kafka, about a second after a window turns hot.
 
-  page-clicks -> parse (invalid records dropped, counted) -> de-duplicate by eventId within
-  `hot_pages.watermark` -> count per page and 5-second window -> keep windows over the threshold
-  -> alert records -> hot-pages
+  page-clicks -> parse (invalid records dropped, counted) -> distinct eventIds per page and
+  5-second window (one stateful operator) -> keep windows over the threshold -> alert records
+  -> hot-pages
 
 Update output mode: a window's alert leaves in the micro-batch where its count crosses the
 threshold, and again, with the higher count, in each later batch that adds clicks to it (the
-Kafka sink is at-least-once; readers keep the highest count per alertId). The watermark closes
-windows and forgets their de-duplication keys, which keeps the state bounded.
+Kafka sink is at-least-once; readers keep the highest count per alertId). The watermark
+(`hot_pages.watermark` behind the newest event time) closes windows and drops their eventId sets:
+the state is one row per open window, whatever the rate.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from shared.alerts import to_alert_records
 from shared.config import Config, HotPagesConfig, QualityConfig, spark_interval
 from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import count_clicks_per_window, dedupe_clicks, hot_windows
+from shared.rule import count_distinct_clicks_per_window, hot_windows, with_event_time_watermark
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
 from shared.streaming import Stream
 
@@ -32,8 +33,8 @@ def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConf
         clicks.transform(parse_clicks, quality)
         .transform(valid_clicks)
         .select("eventId", "pageId", "eventTime")
-        .transform(dedupe_clicks, hot.watermark)
-        .transform(count_clicks_per_window, hot.window)
+        .transform(with_event_time_watermark, hot.watermark)
+        .transform(count_distinct_clicks_per_window, hot.window)
         .transform(hot_windows, hot.threshold)
         .transform(to_alert_records, hot.threshold)
     )

@@ -38,9 +38,5 @@ def send_traffic(config: Config, seconds: float = 10, rate: float = 2000, hot_pa
 
     spec = TrafficSpec.for_config(config, rate, hot_pages=hot_pages, late_fraction=0.01, duplicate_fraction=0.01,
                                   malformed_fraction=0.005, seed=7)
-    producer = producer_for(config.kafka)
-    try:
-        counts, _ = send(ClickGenerator(spec), producer, CLICKS, int(seconds * rate), paced=True)
-    finally:
-        producer.close()
-    return dict(counts.by_kind)
+    sent = send(ClickGenerator(spec), producer_for(config.kafka), CLICKS, int(seconds * rate), paced=True)
+    return dict(sent.counts.by_kind)

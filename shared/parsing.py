@@ -15,6 +15,13 @@ What "one valid record" means is the events contract (README, "Events"), strictl
 - `eventId` and `pageId` are JSON strings or numbers (a number is read as its text), `eventTime` is
   a JSON string, `userId` is absent, null, a string or a number. Any other JSON type is `wrong_type`
   (without this, `true` or an array became the page `"true"` and raised an alert).
+- Most records are written by a serializer in one shape: `{"eventId":"…","pageId":"…","eventTime":"…"}`,
+  maybe with `,"userId":"…"` before the brace, compact, strings without escapes or control
+  characters. Such a record is exactly one JSON object whose four fields are the quoted texts, so
+  `CANONICAL` (one regular expression) recognises it and one split reads its fields; only the
+  other records pay for the JSON parser, the hash and the type checks (parsing cost 17 µs of CPU per
+  record, measured on this machine, most of the fast path's work at 20,000 records/s). Both lanes
+  feed the same checks below, and the property tests hold both to the contract.
 - The event time lies within the bounds of `quality` (EventTimeBounds): not before
   `earliest_event_time` and at most `max_clock_skew` after the record's Kafka timestamp. This is
   checked here, before any watermark sees the event: a watermark is the newest event time minus a
@@ -38,6 +45,13 @@ KAFKA_TIMESTAMP = "timestamp"
 #: The reasons parsing gives (FAILED_EXPECTATION comes later, from silver's expectations).
 PARSE_REASONS = [reason for reason in InvalidReason if reason is not InvalidReason.FAILED_EXPECTATION]
 
+#: The serializer's shape: a string without quotes, backslashes or control characters, per field.
+_TEXT = r'[^"\\\x00-\x1f]*'
+CANONICAL = (r'^\{"eventId":"' + _TEXT + r'","pageId":"' + _TEXT + r'","eventTime":"' + _TEXT + r'"'
+             r'(,"userId":"' + _TEXT + r'")?\}\z')
+#: Where the fields are in a canonical record split at its quotes: {"eventId":"A","pageId":"B",...
+_CANONICAL_PARTS = {"eventId": 4, "pageId": 8, "eventTime": 12, "userId": 16}  # element_at is 1-based
+
 #: What `schema_of_variant` calls a JSON number.
 _NUMBER_TYPES = r"^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))$"
 
@@ -57,16 +71,24 @@ def parse_clicks(records: DataFrame, quality: QualityConfig, kafka_timestamp: st
     # The sentinel is hashed from the bytes, not the text: a cast of non-UTF-8 bytes is lossy.
     wrapped = F.concat(F.lit("["), F.col("_text"), F.lit(',"'), F.col("_sha"), F.lit('"]'))
     fields = ["eventId", "pageId", "eventTime", "userId"]
+    canonical = F.col("_canonical")
     parsed = (
         records.withColumn("_text", F.col("value").cast("string"))
-        .withColumn("_sha", F.sha2(F.col("value"), 256))
-        .withColumn("_doc", F.try_parse_json(wrapped))
-        .withColumn("_oneValue", F.try_variant_get("_doc", "$[1]", "string") == F.col("_sha"))
+        .withColumn("_canonical", F.coalesce(F.is_valid_utf8(F.col("value")) & F.col("_text").rlike(CANONICAL),
+                                             F.lit(False)))
+        .withColumn("_parts", F.when(canonical, F.split(F.col("_text"), '"')))
+        .withColumn("_sha", F.when(~canonical, F.sha2(F.col("value"), 256)))
+        .withColumn("_doc", F.when(~canonical, F.try_parse_json(wrapped)))
+        .withColumn("_oneValue", canonical | (F.try_variant_get("_doc", "$[1]", "string") == F.col("_sha")))
     )
     for name in fields:
+        from_parts = F.element_at(F.col("_parts"), _CANONICAL_PARTS[name]) if name != "userId" else \
+            F.when(F.size("_parts") > _CANONICAL_PARTS[name], F.element_at(F.col("_parts"), _CANONICAL_PARTS[name]))
         parsed = (
-            parsed.withColumn(f"_{name}Type", F.schema_of_variant(F.variant_get("_doc", f"$[0].{name}", "variant")))
-            .withColumn(f"_{name}", F.try_variant_get("_doc", f"$[0].{name}", "string"))
+            parsed.withColumn(f"_{name}Type", F.when(canonical, F.when(from_parts.isNotNull(), F.lit("STRING")))
+                              .otherwise(F.schema_of_variant(F.variant_get("_doc", f"$[0].{name}", "variant"))))
+            .withColumn(f"_{name}", F.when(canonical, from_parts)
+                        .otherwise(F.try_variant_get("_doc", f"$[0].{name}", "string")))
         )
     for name in fields:  # columns of their own: the reason's expression stays small enough to be JIT-compiled
         parsed = parsed.withColumn(f"_{name}Kind", _json_type(name))
@@ -78,7 +100,7 @@ def parse_clicks(records: DataFrame, quality: QualityConfig, kafka_timestamp: st
         .withColumn("pageId", _valid_only(F.col("_pageId")))
         .withColumn("eventTime", _valid_only(F.col("_instant")))
         .withColumn("userId", _valid_only(F.col("_userId")))
-        .drop("_text", "_sha", "_doc", "_oneValue", "_instant",
+        .drop("_text", "_canonical", "_parts", "_sha", "_doc", "_oneValue", "_instant",
               *(f"_{name}{part}" for name in fields for part in ("", "Type", "Kind")))
         .observe(metrics_name, F.count(F.lit(1)).alias("records"), F.count(reason).alias("invalid"),
                  *(F.count_if(reason == why.value).alias(why.value) for why in PARSE_REASONS))

@@ -1,4 +1,4 @@
-"""`lakehouse bench latency|throughput|memory|backfill`: each prints one JSON object."""
+"""`lakehouse bench latency|capacity|throughput|memory|backfill`: each prints one JSON object."""
 
 from __future__ import annotations
 
@@ -11,18 +11,36 @@ from shared.config import Config
 from shared.errors import LakehouseError
 
 
+def _profiles(configs: str) -> list[str]:
+    from operational.benchmarks import PROFILES
+
+    profiles = [name.strip() for name in configs.split(",") if name.strip()]
+    unknown = sorted(set(profiles) - set(PROFILES))
+    if unknown or not profiles:
+        raise LakehouseError(f"--configs: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(PROFILES)}")
+    return profiles
+
+
 def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
-    from operational.benchmarks import PROFILES, latency
+    from operational.benchmarks import latency
     from shared.kafka import require_reachable
 
-    profiles = [name.strip() for name in args.configs.split(",") if name.strip()]
-    unknown = sorted(set(profiles) - set(PROFILES))
-    if unknown:
-        raise LakehouseError(f"--configs: unknown {', '.join(unknown)}; choose from {', '.join(PROFILES)}")
+    profiles = _profiles(args.configs)
     _load_is_possible(config, [args.rate], args.hot_pages)
     require_reachable(config.kafka)  # before a child process starts its Spark
     print(json.dumps(latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
                              with_medallion=args.with_medallion), indent=2))
+    return 0
+
+
+def cmd_bench_capacity(config: Config, args: argparse.Namespace) -> int:
+    from operational.benchmarks import capacity
+    from shared.kafka import require_reachable
+
+    profiles = _profiles(args.configs)
+    require_reachable(config.kafka)
+    print(json.dumps(capacity(config, passthrough(args), profiles, args.sla_ms, args.start_rate, args.min_windows,
+                              max_runs=args.max_runs), indent=2))
     return 0
 
 
@@ -60,6 +78,11 @@ def _load_is_possible(config: Config, rates: list[float], hot_pages: int) -> Non
         TrafficSpec.for_config(config, rate, hot_pages=hot_pages).validated()
 
 
+def _configs_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--configs", default="tuned,spark-defaults,seed",
+                        help="comma-separated: tuned, spark-defaults, seed (default: all three)")
+
+
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add this area's commands to `lakehouse`."""
     bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
@@ -72,13 +95,26 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     bench_latency.add_argument("--rate", type=positive(float), default=20_000.0)
     bench_latency.add_argument("--seconds", type=positive(float), default=60.0)
     bench_latency.add_argument("--hot-pages", type=int, default=8, help="hot pages in the load (default 8)")
-    bench_latency.add_argument("--configs", default="tuned,spark-defaults,seed",
-                               help="comma-separated: tuned, spark-defaults, seed (default: all three)")
+    _configs_argument(bench_latency)
     bench_latency.add_argument("--with-medallion", action="store_true",
                                help="instead of --configs: the fast path alone, then with the four medallion streams "
                                "beside it in its own application (FAIR pools), then in a separate application under "
                                "nice (as `lakehouse run` starts it); p99 ratios over alone (target 1.2)")
     bench_latency.set_defaults(handler=cmd_bench_latency)
+    bench_capacity = bench_commands.add_parser(
+        "capacity", parents=[common], help="highest delivered rate whose time-to-alert p99 meets an SLA",
+        description="For each configuration, search over rates for the highest delivered rate at which "
+        "time-to-alert p99 stays at or under --sla-ms, each rate over at least --min-windows alerted windows "
+        "(hot pages and seconds are chosen per rate); a run whose traffic did not deliver 95%% of the offered "
+        "rate is invalid and counts as a miss. One JSON object with every rate tried.")
+    bench_capacity.add_argument("--sla-ms", type=positive(float), default=1000.0, help="p99 target (default 1000)")
+    _configs_argument(bench_capacity)
+    bench_capacity.add_argument("--start-rate", type=positive(float), default=20_000.0,
+                                help="the first rate tried (default 20000)")
+    bench_capacity.add_argument("--min-windows", type=positive(int), default=60,
+                                help="alerted windows per rate (default 60)")
+    bench_capacity.add_argument("--max-runs", type=positive(int), default=6, help="runs per configuration (default 6)")
+    bench_capacity.set_defaults(handler=cmd_bench_capacity)
     bench_throughput = bench_commands.add_parser(
         "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
         description="Offer each rate in turn for --seconds; stop at the first whose Kafka lag grows.")

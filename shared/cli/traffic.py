@@ -50,16 +50,15 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
     def progress(done: int, total: int, seconds: float) -> None:
         say(f"  sent {done}/{total} in {seconds:.1f} s ({done / seconds:,.0f}/s)")
 
-    try:
-        counts, seconds = send(generator, producer, topic, count, paced=paced, progress=progress)
-    finally:
-        producer.close()
+    sent = send(generator, producer, topic, count, paced=paced, progress=progress)
+    counts = sent.counts
     summary = {
         "topic": topic,
         "sent": count,
-        "seconds": round(seconds, 3),
-        "achieved_rate": round(count / seconds, 1) if seconds else None,
+        "seconds": round(sent.seconds, 3),
+        "achieved_rate": round(sent.rate, 1),
         "target_rate": args.rate if paced else None,
+        "cpu_share": round(sent.cpu_share, 3),
         "seed": seed,
         "first_event_time": datetime.fromtimestamp(generator.start_ms / 1000, timezone.utc).isoformat(),
         "hot_pages": hot_page_ids(args.hot_pages),

@@ -225,12 +225,31 @@ class ClickGenerator:
         return page, value, f"malformed:{reason.value}"
 
 
+@dataclass(frozen=True)
+class Sent:
+    """What `send` did: the records by kind, the wall time, and the generator's own CPU time."""
+
+    counts: GeneratedCounts
+    records: int
+    seconds: float
+    cpu_seconds: float  # this process's CPU time (the producer's librdkafka threads included)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_share(self) -> float:
+        """Cores the sending took on average (0.1 = a tenth of one core)."""
+        return self.cpu_seconds / self.seconds if self.seconds else 0.0
+
+
 def send(generator: ClickGenerator, producer, topic: str, count: int, paced: bool,
-         progress=None, progress_every_s: float = 1.0) -> tuple[GeneratedCounts, float]:
-    """Send `count` records; paced at the spec's rate if asked. Returns the counts and seconds taken."""
+         progress=None, progress_every_s: float = 1.0) -> Sent:
+    """Send `count` records, paced at the spec's rate if asked, and wait until all are acknowledged."""
     counts = GeneratedCounts()
     rate = generator.spec.rate
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     next_report = started + progress_every_s
     chunk = 500
     send_one = producer.send
@@ -250,4 +269,4 @@ def send(generator: ClickGenerator, producer, topic: str, count: int, paced: boo
             progress(done, count, now - started)
             next_report = now + progress_every_s
     producer.flush()
-    return counts, time.perf_counter() - started
+    return Sent(counts, count, time.perf_counter() - started, time.process_time() - cpu_started)

@@ -138,12 +138,14 @@ def test_an_event_later_than_the_watermark_is_not_counted(fast_config, run_fast_
     send(fast_config, click("now", "/late", "10:01:00"))  # watermark moves to 10:00:55
     query.processAllAvailable()
 
-    send(fast_config, *(click(f"old{n}", "/late", f"10:00:0{n}") for n in range(4)))
+    send(fast_config, *(click(f"old{n}", "/late", f"10:00:0{n}") for n in (1, 2, 6, 7)))  # two late windows
     query.processAllAvailable()
 
     assert alerts(fast_config) == {}
+    # Spark merges a batch's events per page and window before the watermark filter, so what it
+    # drops, and reports, is late windows: two here (the records share a key, so one partition).
     dropped = sum(op["numRowsDroppedByWatermark"] for p in query.recentProgress for op in progress_dict(p)["stateOperators"])
-    assert dropped == 4
+    assert dropped == 2
 
 
 def test_quotes_and_non_ascii_in_a_page_id_come_out_as_valid_json(fast_config, run_fast_path):

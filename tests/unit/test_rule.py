@@ -5,7 +5,7 @@ from datetime import datetime, timedelta
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
-from shared.rule import count_clicks_per_window, crossing_count, dedupe_clicks, hot_windows, mark_hot, same_event
+from shared.rule import count_clicks_per_window, count_distinct_clicks_per_window, crossing_count, dedupe_clicks, hot_windows, mark_hot, same_event
 
 FIVE_SECONDS = timedelta(seconds=5)
 SCHEMA = "eventId string, pageId string, eventTime timestamp"
@@ -62,6 +62,21 @@ def test_counts_distinct_events_after_dedupe(spark):
     counts = events.transform(dedupe_clicks, FIVE_SECONDS).transform(count_clicks_per_window, FIVE_SECONDS)
 
     assert [row.clickCount for row in counts.collect()] == [2]
+
+
+def test_the_fast_paths_count_is_the_distinct_event_ids_of_each_page_and_window(spark):
+    events = spark.createDataFrame(
+        [("a", "/p", at("10:00:01"))] * 3 + [("b", "/p", at("10:00:04.999")),  # /p 10:00:00: a, b
+         ("a", "/p", at("10:00:06")),   # a copy stamped with the next window counts there
+         ("b", "/q", at("10:00:02"))],  # a copy stamped with another page counts there
+        SCHEMA)
+    expected = spark.createDataFrame(
+        [("/p", at("10:00:00"), at("10:00:05"), 2), ("/p", at("10:00:05"), at("10:00:10"), 1),
+         ("/q", at("10:00:00"), at("10:00:05"), 1)], windows_schema())
+
+    counts = events.transform(count_distinct_clicks_per_window, FIVE_SECONDS)
+
+    assert_df_equality(counts, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_a_count_equal_to_the_threshold_is_not_hot_and_one_more_is(spark):

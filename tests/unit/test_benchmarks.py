@@ -1,0 +1,61 @@
+"""The benchmarks' own logic, without Spark: the capacity search, and that a run whose traffic did
+not deliver the offered rate is reported as invalid rather than as a figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from operational.benchmarks import delivery, latency_figures, load_shape, search_rates
+from tests.conftest import make_config
+
+
+def search(capacity: float, start: float = 20_000, lowest: float = 1_900, max_runs: int = 8):
+    tried: list[float] = []
+
+    def meets(rate: float) -> bool:
+        tried.append(rate)
+        return rate <= capacity
+
+    return (*search_rates(meets, start, lowest, 1.15, max_runs), tried)
+
+
+@pytest.mark.parametrize("capacity", [2_500, 9_000, 13_000, 19_999, 31_000])
+def test_the_search_brackets_the_capacity_within_the_resolution(capacity):
+    passing, failing, tried = search(capacity)
+
+    assert passing is not None and failing is not None
+    assert passing <= capacity < failing
+    assert failing / passing <= 1.15 or len(tried) == 8
+    assert len(set(tried)) == len(tried)  # never the same rate twice
+
+
+def test_when_even_the_lowest_rate_misses_there_is_no_capacity():
+    passing, failing, tried = search(capacity=1_000)
+
+    assert passing is None and failing == 1_900 and tried[-1] == 1_900
+
+
+def test_the_search_stops_after_its_runs():
+    passing, failing, tried = search(capacity=10**9, max_runs=3)
+
+    assert tried == [20_000, 30_000, 45_000] and passing == 45_000 and failing is None
+
+
+def test_a_run_that_did_not_deliver_the_offered_rate_is_invalid_and_has_no_figures():
+    figures = {"p50_ms": 300, "p95_ms": 700, "p99_ms": 900, "max_ms": 950, "alerts": 80, "input_rate": 9_000.0,
+               "batch_ms_p50": 400}
+    short = latency_figures(figures | delivery(20_000, {"achieved_rate": 18_999.0, "cpu_share": 0.3}))
+    enough = latency_figures(figures | delivery(20_000, {"achieved_rate": 19_001.0, "cpu_share": 0.3}))
+
+    assert short["valid"] is False and "p99_ms" not in short and short["delivered_rate"] == 18_999.0
+    assert enough["valid"] is True and enough["p99_ms"] == 900 and enough["offered_rate"] == 20_000
+
+
+def test_each_rate_gets_as_many_hot_pages_as_the_traffic_allows():
+    config = make_config()  # threshold 5000 per 5 s: a hot page takes 1.5 x 5001 / 5 = 1500.3 clicks/s
+    hot_pages, share, lowest = load_shape(config, 20_000)
+
+    assert (hot_pages, lowest) == (8, 1876)
+    assert share == pytest.approx(8 * 1500.3 / 20_000)
+    assert load_shape(config, 1_900)[0] == 1
+    assert load_shape(config, 5_000)[0] == 2
