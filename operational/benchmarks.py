@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shutil
 import statistics
@@ -39,7 +38,7 @@ PROFILES: dict[str, list[str]] = {
 _DURATION_PARTS = ("addBatch", "getBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
 
 
-def _progress(message: str) -> None:
+def say_progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -191,7 +190,7 @@ def _wait(condition, timeout_s: float, what: str, query) -> None:
 WARMUP_S = 10.0
 
 
-def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
+def measured_run(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None) -> dict[str, Any]:
     command = [sys.executable, "-m", "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
@@ -202,7 +201,7 @@ def _child(profile: str, settings: list[str], rate: float, seconds: float, hot_p
     if with_medallion:
         command.append(f"--with-medallion={with_medallion}")
         profile = f"{profile} with the medallion ({with_medallion} application)"
-    _progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s"
+    say_progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s"
               + (f" after {WARMUP_S:g} s of warm-up ..." if latency else " ..."))
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
@@ -223,10 +222,10 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     results = {}
     runs = [(name, None) for name in profiles] if not with_medallion else [("tuned", None), *WITH_MEDALLION.items()]
     for profile, medallion in runs:
-        run = _child("tuned" if medallion else profile, settings, rate, seconds, hot_pages, latency=True,
+        run = measured_run("tuned" if medallion else profile, settings, rate, seconds, hot_pages, latency=True,
                      with_medallion=medallion)
         results[profile] = latency_figures(run)
-        _progress(f"bench: {profile}: " + _summary(run))
+        say_progress(f"bench: {profile}: " + summary_line(run))
     ratios = {}
     tuned = results.get("tuned", {}).get("p99_ms")
     for profile, result in results.items():
@@ -251,7 +250,7 @@ def latency_figures(run: dict[str, Any]) -> dict[str, Any]:
                                   if key not in (*_FIGURES, *_TRAFFIC, "samples") or (key in _FIGURES and not run["valid"])}}
 
 
-def _summary(run: dict[str, Any]) -> str:
+def summary_line(run: dict[str, Any]) -> str:
     traffic = f"{run['delivered_rate']:,.0f} of {run['offered_rate']:,.0f} events/s delivered"
     if not run["valid"]:
         return f"INVALID: {traffic} (less than {DELIVERED_SHARE:.0%})"
@@ -262,7 +261,7 @@ def throughput(settings: list[str], rates: list[float], seconds: float, hot_page
     """The highest offered rate whose Kafka lag does not grow over `seconds` (rates tried in order)."""
     steps, best = [], None
     for rate in rates:
-        run = _child("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
+        run = measured_run("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
         lags = [(s["t_s"], s["lag"]) for s in run["samples"] if s["t_s"] >= 10]
         slope = _slope(lags)
         delivered = run["delivered_rate"]
@@ -271,7 +270,7 @@ def throughput(settings: list[str], rates: list[float], seconds: float, hot_page
                                                  "input_rate")}
                      | {"lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
                         "batch_ms_p50": run["batch_ms_p50"], "sustained": sustained})
-        _progress(f"bench: {rate:,.0f}/s offered ({delivered:,.0f} delivered): lag growth {slope:,.0f}/s -> "
+        say_progress(f"bench: {rate:,.0f}/s offered ({delivered:,.0f} delivered): lag growth {slope:,.0f}/s -> "
                   f"{'sustained' if sustained else 'NOT sustained'}{'' if run['valid'] else ' (INVALID run)'}")
         if not sustained or not run["valid"]:
             break
@@ -279,80 +278,8 @@ def throughput(settings: list[str], rates: list[float], seconds: float, hot_page
     return {"seconds": seconds, "hot_pages": hot_pages, "max_sustained_rate": best, "steps": steps}
 
 
-def capacity(config: Config, settings: list[str], profiles: list[str], sla_ms: float, start_rate: float,
-             min_windows: int = 60, resolution: float = 1.15, max_runs: int = 8) -> dict[str, Any]:
-    """Per profile, the highest delivered rate whose time-to-alert p99 is at or under `sla_ms`.
-
-    A search over rates: up by half from `start_rate` while runs meet the SLA, down by half while
-    they do not, then bisection until the passing and failing rates are within `resolution` of each
-    other (or `max_runs` runs). Each run has enough hot pages and seconds for `min_windows` alerted
-    windows; a run whose traffic did not deliver the offered rate is invalid and counts as a miss
-    (the machine could not offer that load, so it cannot be claimed).
-    """
-    window_s = config.hot_pages.window.total_seconds()
-    lowest = load_shape(config, 1.0)[2]
-    report: dict[str, Any] = {"sla_ms": sla_ms, "min_alerted_windows": min_windows, "configs": {}}
-    for profile in profiles:
-        tried: list[dict[str, Any]] = []
-
-        def meets(rate: float) -> bool:
-            hot_pages, _, _ = load_shape(config, rate)
-            seconds = math.ceil(min_windows / hot_pages) * window_s + window_s
-            run = _child(profile, settings, rate, seconds, hot_pages, latency=True)
-            met = bool(run["valid"] and run["alerts"] >= min_windows and run["p99_ms"] is not None
-                       and run["p99_ms"] <= sla_ms)
-            tried.append({"rate": rate, "meets_sla": met, "hot_pages": hot_pages, "seconds": seconds}
-                         | {key: value for key, value in latency_figures(run).items() if key != "details"}
-                         | {"batch_ms_p50": run["batch_ms_p50"]})
-            _progress(f"bench: {profile} at {rate:,.0f}/s: {_summary(run)} -> "
-                      f"{'meets' if met else 'misses'} the {sla_ms:g} ms SLA")
-            return met
-
-        passing, failing = search_rates(meets, max(start_rate, lowest), lowest, resolution, max_runs)
-        best = max((t["delivered_rate"] for t in tried if t["meets_sla"]), default=None)
-        report["configs"][profile] = {"capacity_rate": best, "highest_passing_offered": passing,
-                                      "lowest_failing_offered": failing, "tried": tried}
-    return report
-
-
-def load_shape(config: Config, rate: float) -> tuple[int, float, float]:
-    """(hot pages, their share of the traffic, the lowest rate with one hot page) for `rate`: as many
-    hot pages as the traffic allows (the generator's 80% limit), at most 8."""
-    from shared.services.generator import TrafficSpec
-
-    per_page = TrafficSpec.for_config(config, 1.0).hot_rate_per_page
-    lowest = math.ceil(per_page / 0.8)
-    hot_pages = max(1, min(8, int(0.8 * rate / per_page)))
-    return hot_pages, hot_pages * per_page / rate, lowest
-
-
-def search_rates(meets, start: float, lowest: float, resolution: float, max_runs: int) -> tuple[float | None, float | None]:
-    """(highest rate that met, lowest that missed) after an exponential then bisecting search."""
-    passing = failing = None
-    rate, runs = start, 0
-    while runs < max_runs:
-        runs += 1
-        if meets(rate):
-            passing = rate
-        else:
-            failing = rate
-        if passing is not None and failing is not None:
-            if failing / passing <= resolution:
-                break
-            rate = round(math.sqrt(passing * failing), -2)
-            if rate in (passing, failing):
-                break
-        elif passing is not None:
-            rate = round(passing * 1.5, -2)
-        else:
-            if rate <= lowest:
-                break
-            rate = max(lowest, round(rate / 2, -2))
-    return passing, failing
-
-
 def memory(settings: list[str], rate: float, seconds: float, hot_pages: int) -> dict[str, Any]:
-    run = _child("tuned", settings, rate, seconds, hot_pages, latency=False, sample_every_s=15)
+    run = measured_run("tuned", settings, rate, seconds, hot_pages, latency=False, sample_every_s=15)
     samples = run["samples"]
     half = [s for s in samples if s["t_s"] >= seconds / 2]
     first_half = [s for s in samples if s["t_s"] < seconds / 2 and s["t_s"] >= 60]

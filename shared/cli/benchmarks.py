@@ -34,7 +34,7 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_bench_capacity(config: Config, args: argparse.Namespace) -> int:
-    from operational.benchmarks import capacity
+    from operational.capacity import capacity
     from shared.kafka import require_reachable
 
     profiles = _profiles(args.configs)
