@@ -9,7 +9,7 @@ MVN      ?= mvn
 MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
 
-.PHONY: help setup prerequisites test test-all test-unit test-faults demo clean clean-run
+.PHONY: help setup prerequisites test test-all test-unit test-faults test-deployment demo clean clean-run
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -44,15 +44,18 @@ $(JARS)/broker/.resolved: pom.xml
 	@touch $@
 
 test: setup  ## unit and integration tests (real broker, Spark, Delta); the crash suite is `make test-faults`
-	$(BIN)/pytest -m "not faults" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not faults and not deployment" $(PYTEST_ARGS)
 
-test-all: test test-faults  ## what CI runs: make test, then the crash suite
+test-all: test test-faults test-deployment  ## what CI runs: make test, the crash suite, the deployment suite
 
 test-unit: setup  ## only the fast unit tests
-	$(BIN)/pytest -m "not integration and not faults" $(PYTEST_ARGS)
+	$(BIN)/pytest -m "not integration and not faults and not deployment" $(PYTEST_ARGS)
 
 test-faults: setup  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input
 	$(BIN)/pytest -m faults $(PYTEST_ARGS)
+
+test-deployment: setup  ## only the deployment suite: both paths on a 2-worker standalone cluster and a SASL_SSL broker
+	$(BIN)/pytest -m deployment $(PYTEST_ARGS)
 
 demo: setup  ## the whole story: broker, traffic, both paths, backfill, alerts, trends, check, reconcile, clean stop
 	@$(BIN)/lakehouse demo

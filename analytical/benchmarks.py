@@ -46,7 +46,7 @@ def run_backfill(settings: list[str]) -> dict[str, Any]:
     from shared.spark import spark_session
 
     config = load_config(_config_file(settings), _overrides(settings))
-    spark = spark_session(config)
+    spark = spark_session(config, application="analytical")
     started = time.monotonic()
     runs = pipeline.backfill(spark, config, report=_progress)
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()

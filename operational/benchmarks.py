@@ -67,7 +67,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     config = with_overrides(config, [f"kafka.topics.clicks={clicks}", f"kafka.topics.alerts={alerts}",
                                      f"storage.root={root}"])
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
-    spark = spark_session(config)
+    spark = spark_session(config, application="operational")
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
     query = fast_path.start(spark, config)
     _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)

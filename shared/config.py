@@ -85,6 +85,9 @@ Duration = Annotated[timedelta, BeforeValidator(parse_duration), PlainSerializer
 PositiveDuration = Annotated[Duration, AfterValidator(_longer_than_zero)]
 
 
+MemorySize = Annotated[str, Field(pattern=r"^\d+[kmgtKMGT]?$")]
+
+
 class _Section(BaseModel):
     # A key that is not in the model is a typo; say so instead of ignoring it.
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -154,7 +157,7 @@ class RocksDBSettings(_Section):
 class SparkConfig(_Section):
     master: str = Field(min_length=1)
     app_name: str = Field(min_length=1)
-    driver_memory: str = Field(pattern=r"^\d+[kmgtKMGT]?$")
+    driver_memory: MemorySize
     log_level: Literal["ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"]
     ui_enabled: bool
     shuffle_partitions: int = Field(ge=1)
@@ -186,8 +189,13 @@ class KafkaSourceSettings(Supervision):
     fail_on_data_loss: bool
 
 
+#: Spark settings one path's application adds to spark.conf (spark.cores.max on a cluster, ...).
+ApplicationConf = dict[str, str | int | float | bool]
+
+
 class OperationalConfig(KafkaSourceSettings):
     trigger: Duration
+    spark_conf: ApplicationConf
     batches_to_retain: int = Field(ge=1)
 
 
@@ -204,6 +212,7 @@ class AnalyticalConfig(KafkaSourceSettings):
     state_changelog_checkpointing: bool
     vacuum_retention: Duration
     niceness: int = Field(ge=0, le=19)
+    spark_conf: ApplicationConf
 
 
 ExpectationPolicy = Literal["warn", "drop", "fail"]
@@ -232,6 +241,19 @@ class BrokerConfig(_Section):
     stop_timeout_s: float = Field(gt=0)
 
 
+class ClusterConfig(_Section):
+    run_dir: Path
+    host: str = Field(min_length=1)
+    master_port: int = Field(ge=1, le=65535)
+    webui_port: int = Field(ge=1, le=65535)
+    workers: int = Field(ge=1, le=64)
+    worker_cores: int = Field(ge=1)
+    worker_memory: MemorySize
+    daemon_memory: MemorySize
+    start_timeout_s: float = Field(gt=0)
+    stop_timeout_s: float = Field(gt=0)
+
+
 class Config(_Section):
     kafka: KafkaConfig
     storage: StorageConfig
@@ -241,6 +263,7 @@ class Config(_Section):
     analytical: AnalyticalConfig
     quality: QualityConfig
     broker: BrokerConfig
+    cluster: ClusterConfig
 
     def path(self, *parts: str) -> str:
         """A location under `storage.root` (a local path or a URI), e.g. path('bronze', 'clicks')."""
@@ -251,8 +274,12 @@ class Config(_Section):
         return checkpoint_location(self.storage.root, query_name)
 
 
-def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = ()) -> Config:
-    """Read the layers, substitute the environment, validate. Raises ConfigError."""
+def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[str] = (),
+                secrets: bool = True) -> Config:
+    """Read the layers, substitute the environment, validate. Raises ConfigError.
+
+    `secrets=False`: for commands that use no credential (stopping a broker, the cluster's commands),
+    a `${NAME}` whose variable is not set stays as written instead of stopping the command."""
     raw = _read_yaml(DEFAULT_CONFIG)
     path = path or os.environ.get(CONFIG_ENV_VAR) or None
     if path and Path(path).resolve() != DEFAULT_CONFIG:
@@ -260,7 +287,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
     for item in overrides:
         key, value = _parse_override(item)
         _set_dotted(raw, key, value)
-    raw = _substitute_environment(raw, prefix="")
+    raw = _substitute_environment(raw, prefix="", required=secrets)
     try:
         config = Config.model_validate(raw)
     except ValidationError as error:
@@ -345,16 +372,18 @@ def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
-def _substitute_environment(value: Any, prefix: str) -> Any:
+def _substitute_environment(value: Any, prefix: str, required: bool = True) -> Any:
     if isinstance(value, dict):
-        return {k: _substitute_environment(v, f"{prefix}{k}.") for k, v in value.items()}
+        return {k: _substitute_environment(v, f"{prefix}{k}.", required) for k, v in value.items()}
     if isinstance(value, list):
-        return [_substitute_environment(v, prefix) for v in value]
+        return [_substitute_environment(v, prefix, required) for v in value]
     if isinstance(value, str):
 
         def lookup(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in os.environ:
+                if not required:
+                    return match.group(0)
                 raise ConfigError(f"{prefix.rstrip('.')}: environment variable {name} is not set")
             return os.environ[name]
 
@@ -387,13 +416,21 @@ def _resolve_local_paths(config: Config) -> Config:
     run_dir = config.broker.run_dir
     if not run_dir.is_absolute():
         run_dir = PROJECT_ROOT / run_dir
+    cluster_dir = config.cluster.run_dir
+    if not cluster_dir.is_absolute():
+        cluster_dir = PROJECT_ROOT / cluster_dir
     docs_dir = config.quality.docs_dir
     if docs_dir is not None and not docs_dir.is_absolute():
         docs_dir = PROJECT_ROOT / docs_dir
+    security = config.kafka.security
+    if security.ssl_cafile is not None and not security.ssl_cafile.is_absolute():
+        security = security.model_copy(update={"ssl_cafile": PROJECT_ROOT / security.ssl_cafile})
     return config.model_copy(
         update={
+            "kafka": config.kafka.model_copy(update={"security": security}),
             "storage": config.storage.model_copy(update={"root": root}),
             "broker": config.broker.model_copy(update={"run_dir": run_dir}),
+            "cluster": config.cluster.model_copy(update={"run_dir": cluster_dir}),
             "quality": config.quality.model_copy(update={"docs_dir": docs_dir}),
         }
     )

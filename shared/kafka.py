@@ -57,10 +57,7 @@ def spark_options(kafka: KafkaConfig) -> dict[str, str]:
         password = security.sasl_password.get_secret_value() if security.sasl_password else ""
         options |= {
             "kafka.sasl.mechanism": security.sasl_mechanism,
-            "kafka.sasl.jaas.config": (
-                f'{_JAAS_MODULES[security.sasl_mechanism]} required '
-                f'username="{_jaas_quote(security.sasl_username or "")}" password="{_jaas_quote(password)}";'
-            ),
+            "kafka.sasl.jaas.config": jaas_config(security.sasl_mechanism, security.sasl_username or "", password),
         }
     if security.ssl_cafile:
         options |= {
@@ -87,6 +84,11 @@ def read_clicks_stream(spark: Any, kafka: KafkaConfig, source: KafkaSourceSettin
     return reader.load()
 
 
+def jaas_config(mechanism: str, username: str, password: str) -> str:
+    """The Java clients' (and the broker's) `sasl.jaas.config` line for one user."""
+    return f'{_JAAS_MODULES[mechanism]} required username="{_jaas_quote(username)}" password="{_jaas_quote(password)}";'
+
+
 def _jaas_quote(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"')
 
@@ -111,10 +113,14 @@ def _connection_error(server: str, timeout_s: float) -> str | None:
 
 def wait_until_reachable(kafka: KafkaConfig, timeout_s: float, report: Callable[[str], None]) -> None:
     """Like `require_reachable`, but waiting up to `timeout_s` for a broker that is down (restarting)."""
+    from shared.kafka_probe import KafkaSecurityError
+
     deadline = time.monotonic() + timeout_s
     for attempt in itertools.count():
         try:
             return require_reachable(kafka)
+        except KafkaSecurityError:
+            raise  # it answers, and refuses us: waiting changes nothing
         except LakehouseError:
             if time.monotonic() >= deadline:
                 raise
@@ -124,30 +130,37 @@ def wait_until_reachable(kafka: KafkaConfig, timeout_s: float, report: Callable[
 
 
 def require_reachable(kafka: KafkaConfig, timeout_s: float = 3.0) -> None:
-    """Fail fast when no bootstrap server accepts a connection (kafka-python would wait ~30 s)."""
+    """Fail fast when no bootstrap server accepts a connection (kafka-python would wait ~30 s), or
+    when the one that does refuses this client's security (`shared.kafka_probe`: one clear message)."""
+    from shared.kafka_probe import KafkaSecurityError, security_problem
+
     errors = []
     for server in kafka.bootstrap_servers.split(","):
         error = _connection_error(server, timeout_s)
         if error is None:
+            problem = security_problem(kafka, server)
+            if problem:
+                raise KafkaSecurityError(problem)
             return
         errors.append(error)
     raise _unreachable(kafka, ", ".join(sorted(set(errors))))
 
 
-def broker_answers(bootstrap: str, timeout_s: float) -> bool:
-    """True when a broker at `bootstrap` (plaintext) answers a metadata request in time.
+def broker_answers(kafka: KafkaConfig, timeout_s: float) -> bool:
+    """True when a broker at `kafka`'s first bootstrap server answers a metadata request in time,
+    with `kafka`'s security (TLS, credentials).
 
     A TCP connect comes first: kafka-python must not be handed a port nobody listens on.
     """
     from kafka import KafkaAdminClient
     from kafka.errors import KafkaError
 
-    if _connection_error(bootstrap, timeout_s) is not None:
+    if _connection_error(kafka.bootstrap_servers.split(",")[0], timeout_s) is not None:
         return False
     admin = None
     try:
         timeout_ms = int(timeout_s * 1000)
-        admin = KafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=timeout_ms)
+        admin = KafkaAdminClient(**client_settings(kafka), request_timeout_ms=timeout_ms)
         admin.describe_cluster()
         return True
     except (KafkaError, OSError, ValueError):
@@ -155,6 +168,26 @@ def broker_answers(bootstrap: str, timeout_s: float) -> bool:
     finally:
         if admin is not None:
             admin.close()
+
+
+def set_scram_password(kafka: KafkaConfig, mechanism: str, username: str, password: Any) -> None:
+    """Create SCRAM user `username`, or give it `password` (a SecretStr), logged in as `kafka`'s user."""
+    from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    admin = AdminClient({key: value for key, value in producer_settings(kafka).items() if key in _ADMIN_SETTINGS}
+                        | {"logger": logging.getLogger("kafka.librdkafka")})
+    upsert = UserScramCredentialUpsertion(
+        username, ScramCredentialInfo(getattr(ScramMechanism, mechanism.replace("-", "_")), 8192),
+        password.get_secret_value().encode())
+    for future in admin.alter_user_scram_credentials([upsert], request_timeout=30).values():
+        try:
+            future.result(timeout=60)
+        except Exception as error:  # a KafkaException or a timeout: say which user and why
+            raise LakehouseError(f"could not set the password of Kafka user {username}: {error}") from None
+
+
+_ADMIN_SETTINGS = {"bootstrap.servers", "security.protocol", "sasl.mechanism", "sasl.username", "sasl.password",
+                   "ssl.ca.location"}
 
 
 @contextmanager

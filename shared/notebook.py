@@ -25,7 +25,7 @@ def setting_up() -> tuple[Config, Any]:
     config = with_overrides(base, [f"kafka.topics.clicks={CLICKS}", f"kafka.topics.alerts={ALERTS}",
                                    f"storage.root={base.path('notebooks')}", "operational.starting_offsets=earliest",
                                    "hot_pages.threshold=500"])
-    if not broker_answers(config.kafka.bootstrap_servers, timeout_s=3):
+    if not broker_answers(config.kafka, timeout_s=3):
         EmbeddedBroker(config, log=print).start()
     ensure_topics(config.kafka, [CLICKS, ALERTS], timestamp_type="LogAppendTime")
     return config, spark_session(config)

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from shared import PROJECT_ROOT
 from shared.config import Config
@@ -41,14 +41,19 @@ LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointi
 THREAD_STACK = "64m"
 
 
-def spark_conf(config: Config, class_archive: bool = True) -> dict[str, str]:
+#: The two paths' applications: each adds its own settings (`<path>.spark_conf`) to spark.conf.
+Application = Literal["operational", "analytical"]
+
+
+def spark_conf(config: Config, class_archive: bool = True, application: Application | None = None) -> dict[str, str]:
     """The Spark settings for `config`, as data (what `spark_session` applies, in order); the
-    driver maps this install's class-data archive when `class_archive` and it exists."""
+    driver maps this install's class-data archive when `class_archive` and it exists. A path's
+    `application` is named after it and gets its `spark_conf` (on a cluster, the cores it takes)."""
     spark = config.spark
     archive = class_archive_option() if class_archive else None
     settings: dict[str, str] = {
         "spark.master": spark.master,
-        "spark.app.name": spark.app_name,
+        "spark.app.name": f"{spark.app_name}-{application}" if application else spark.app_name,
         "spark.driver.memory": spark.driver_memory,
         "spark.jars": ",".join(str(jar) for jar in jars("spark")),
         "spark.driver.extraJavaOptions": " ".join([
@@ -92,25 +97,35 @@ def spark_conf(config: Config, class_archive: bool = True) -> dict[str, str]:
     if local_folder(config.storage.root) is not None:
         settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
     settings |= {key: str(value) for key, value in spark.conf.items()}
+    if application:
+        settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
     return settings
 
 
-def spark_session(config: Config, class_archive: bool = True):
-    """Build (or return this process's) SparkSession for `config` (`class_archive`: see spark_conf)."""
+def spark_session(config: Config, class_archive: bool = True, application: Application | None = None):
+    """Build (or return this process's) SparkSession for `config` (`class_archive`, `application`:
+    see spark_conf)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if config.spark.master.startswith("local"):
+    if config.spark.master.startswith("local") or _on_loopback(config.spark.master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no network interface guessing
     java = java_executable()
     os.environ.setdefault("JAVA_HOME", str(os.path.dirname(os.path.dirname(os.path.realpath(java)))))
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in spark_conf(config, class_archive).items():
+    for key, value in spark_conf(config, class_archive, application).items():
         builder = builder.config(key, value)
     with _stdout_to_stderr(), _jvm_dying_with_this_process():  # the JVM starts now
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(config.spark.log_level)
     return session
+
+
+def _on_loopback(master: str) -> bool:
+    """A cluster master on this machine's loopback (`spark://127.0.0.1:7077`): its executors reach the
+    driver there too."""
+    host = master.partition("://")[2].rsplit(":", 1)[0]
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 _launched_jvm: "subprocess.Popen | None" = None

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from shared.cli.common import say
 from shared.config import load_config
 from shared.errors import LakehouseError
-from shared.cli import benchmarks, broker, fast_path, general, medallion, quality, traffic
+from shared.cli import benchmarks, broker, cluster, fast_path, general, medallion, quality, traffic
 
 #: In the order `lakehouse --help` lists them.
-AREAS = (broker, traffic, fast_path, medallion, quality, benchmarks, general)
+AREAS = (broker, cluster, traffic, fast_path, medallion, quality, benchmarks, general)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,7 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     die_with_parent()  # started by another lakehouse command: end with it, however it ends
     args = build_parser().parse_args(argv)
     try:
-        config = load_config(getattr(args, "config", None), getattr(args, "overrides", []))
+        config = load_config(getattr(args, "config", None), getattr(args, "overrides", []),
+                             secrets=getattr(args, "uses_secrets", True))
         return args.handler(config, args)
     except LakehouseError as error:
         say(f"error: {error}")

@@ -70,7 +70,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                        help="message.timestamp.type of the topics it creates (default: the broker's, CreateTime)")
     start.set_defaults(handler=cmd_kafka_start)
     kafka_commands.add_parser("stop", parents=[common], help="stop it: SIGTERM, then SIGKILL only if it hangs",
-                              description="Stop the broker and wait until its process is gone.").set_defaults(handler=cmd_kafka_stop)
+                              description="Stop the broker and wait until its process is gone.").set_defaults(
+                                  handler=cmd_kafka_stop, uses_secrets=False)
     kafka_commands.add_parser("status", parents=[common], help="say whether it runs and answers (exit 1 if not)",
                               description="Print whether the broker runs and answers metadata requests; exit 1 when it does not."
                               ).set_defaults(handler=cmd_kafka_status)

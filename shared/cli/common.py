@@ -63,16 +63,17 @@ def instant(text: str) -> datetime:
 
 
 @contextmanager
-def monitored(config: Config, query_names: list[str],
-               echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
-    """The checkpoints of `query_names` held by this process, a SparkSession, and every query's
-    progress recorded to ops/stream_progress (and given to `echo`) while the block runs."""
+def monitored(config: Config, query_names: list[str], application: str,
+              echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
+    """The checkpoints of `query_names` held by this process, a SparkSession for the path's
+    `application`, and every query's progress recorded to ops/stream_progress (and given to `echo`)
+    while the block runs."""
     from shared.checkpoints import exclusive
     from shared.monitoring import TABLE, recording
     from shared.spark import spark_session
 
     with exclusive(config.storage.root, query_names, report=say) as locks:
-        spark = spark_session(config)
+        spark = spark_session(config, application=application)
         locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
         with recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
             yield spark, recorder

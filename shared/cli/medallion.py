@@ -21,7 +21,7 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
-    with monitored(config, [stream.name for stream in STREAMS], echo) as (spark, recorder):
+    with monitored(config, [stream.name for stream in STREAMS], "analytical", echo) as (spark, recorder):
         say(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
         if not args.available_now:
             pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
@@ -40,7 +40,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    with monitored(config, [hot_pages.STREAM.name]) as (spark, recorder):
+    with monitored(config, [hot_pages.STREAM.name], "operational") as (spark, recorder):
         say(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
         medallion = MedallionProcess(passthrough(args), config.analytical.niceness, relay=say,
@@ -87,7 +87,7 @@ def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
     from analytical import pipeline
     from shared.spark import spark_session
 
-    spark = spark_session(config)
+    spark = spark_session(config, application="analytical")
     say(f"rebuilding silver and gold from bronze under {config.storage.root}")
     rows = [run.as_dict() for run in pipeline.rebuild(spark, config, say)]
     print(table(rows, ["layer", "query", "rows", "seconds", "batches"]))
@@ -121,7 +121,7 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
     from analytical.maintenance import maintain
     from shared.spark import spark_session
 
-    spark = spark_session(config)
+    spark = spark_session(config, application="analytical")
     rows = maintain(spark, config, say, vacuum=not args.no_vacuum)
     print_rows(rows, ["table", "zOrderBy", "filesBefore", "filesAfter"], args.format)
     return 0

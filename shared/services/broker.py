@@ -4,28 +4,40 @@ For local runs, the demo and the tests: a real broker from the Maven-resolved ja
 `.jars/broker`, listening on the port of `kafka.bootstrap_servers`, with its data, log and pid file
 under `broker.run_dir`. The storage is formatted on the first start; later starts reuse it, so
 topics and offsets survive a restart.
+
+It speaks what the clients are configured for (`kafka.security.protocol`): PLAINTEXT, or SASL_SSL as
+production brokers do, with TLS from a certificate authority made at its first secured start
+(`<run_dir>/tls/ca.pem`, which clients trust through `kafka.security.ssl_cafile`) and SCRAM users.
+The client user (`kafka.security.sasl_username`, its password from the environment) is created or
+given its current password at every start; the broker's own user, for its listener's inter-broker
+side, has a password made at format time that only the broker's files (mode 0600) hold.
 """
 
 from __future__ import annotations
 
 import base64
-import os
-import signal
-import socket
+import secrets
 import subprocess
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from shared import PROJECT_ROOT
-from shared.config import Config
-from shared.errors import LakehouseError
+from shared.config import Config, KafkaConfig
+from shared.errors import ConfigError, LakehouseError
 from shared.jvm import JARS_DIR, jars, java_executable
-from shared.processes import dying_with_parent
+from shared.services.daemon import Daemon, free_port, require_free_ports
+from shared.services.tls import authority_in, write_private
 
 _LOG4J = PROJECT_ROOT / "conf" / "broker-log4j2.properties"
 _JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
+#: The broker's own SCRAM user (its listener's inter-broker side); never a client's.
+BROKER_USER = "lakehouse-broker"
+SECURED_PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
+_SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
 class BrokerError(LakehouseError):
@@ -38,29 +50,33 @@ class BrokerStatus:
     pid: int | None
     bootstrap: str
     answering: bool
+    protocol: str = "PLAINTEXT"
 
     def describe(self) -> str:
         if not self.running:
             return f"not running (bootstrap {self.bootstrap})"
         health = "answering" if self.answering else "not answering yet"
-        return f"running, pid {self.pid}, bootstrap {self.bootstrap}, {health}"
+        return f"running, pid {self.pid}, bootstrap {self.bootstrap} ({self.protocol}), {health}"
 
 
 class EmbeddedBroker:
     """Start, stop and inspect the broker whose files live in `config.broker.run_dir`."""
 
     def __init__(self, config: Config, log=print):
+        self.kafka = config.kafka
         self.host, self.port = config.kafka.first_host_port
         self.bootstrap = f"{self.host}:{self.port}"
+        self.protocol = config.kafka.security.protocol
         self.settings = config.broker
         self.partitions = config.kafka.partitions
         self.run_dir = Path(config.broker.run_dir)
         self.data_dir = self.run_dir / "data"
-        self.log_file = self.run_dir / "broker.log"
-        self.pid_file = self.run_dir / "broker.pid"
         self.properties = self.run_dir / "server.properties"
+        self.tls_dir = self.run_dir / "tls"
+        self._daemon = Daemon("broker", self.run_dir, marker=["kafka.Kafka", str(self.properties)])
+        self.log_file = self._daemon.log_file
+        self.pid_file = self._daemon.pid_file
         self._log = log
-        self._process: subprocess.Popen | None = None
 
     # -- commands ---------------------------------------------------------------------------
 
@@ -69,37 +85,28 @@ class EmbeddedBroker:
 
         `die_with_caller`: the kernel kills the broker when this process dies, however it dies (the
         demo's broker); otherwise it runs on until `stop` (`lakehouse kafka start`)."""
-        pid = self._running_pid()
+        self._check_security()
+        pid = self._daemon.running_pid()
         if pid:
             self._log(f"broker already running (pid {pid}), waiting until it answers")
             self._wait_until_answering(pid)
+            self._upsert_client_user()
             return self.bootstrap
         self.pid_file.unlink(missing_ok=True)  # stale: its process is gone
-        for port in (self.port, self._controller_port()):
-            if _port_in_use(self.host, port):
-                raise BrokerError(
-                    f"port {port} on {self.host} is in use by another process: stop it, or choose "
-                    "another port with --set kafka.bootstrap_servers=127.0.0.1:<port>"
-                )
+        require_free_ports(self.host, {"kafka.bootstrap_servers": self.port,
+                                       "the controller (server.properties)": self._controller_port()})
         java = java_executable()
         jars("broker")  # a clear error when set-up has not run
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_properties()
         if not (self.data_dir / "meta.properties").exists():
             self._format(java)
-        self._log(f"starting the Kafka broker on {self.bootstrap} (log: {self.log_file})")
-        with open(self.log_file, "ab") as log:
-            command = [*self._java_command(java), "kafka.Kafka", str(self.properties)]
-            self._process = subprocess.Popen(
-                dying_with_parent(command) if die_with_caller else command,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # SIGINT to the CLI must not reach the broker
-            )
-        self.pid_file.write_text(str(self._process.pid))
+        self._log(f"starting the Kafka broker on {self.bootstrap} ({self.protocol}; log: {self.log_file})")
+        command = [*self._java_command(java), "kafka.Kafka", str(self.properties)]
+        pid = self._daemon.start(command, die_with_caller=die_with_caller)
         try:
-            self._wait_until_answering(self._process.pid)
+            self._wait_until_answering(pid)
+            self._upsert_client_user()
         except BaseException:
             self.stop(quiet=True)
             raise
@@ -107,30 +114,83 @@ class EmbeddedBroker:
 
     def stop(self, quiet: bool = False) -> bool:
         """SIGTERM, wait up to broker.stop_timeout_s, SIGKILL only then. False if it was not running."""
-        pid = self._running_pid()
-        if not pid:
-            self.pid_file.unlink(missing_ok=True)
-            if not quiet:
-                self._log("broker not running")
-            return False
-        if not quiet:
+        pid = self._daemon.running_pid()
+        if pid and not quiet:
             self._log(f"stopping the Kafka broker (pid {pid})")
-        self._signal(pid, signal.SIGTERM)
-        if not self._wait_for_exit(pid, self.settings.stop_timeout_s):
-            self._log(f"broker did not stop within {self.settings.stop_timeout_s:g} s, killing it")
-            self._signal(pid, signal.SIGKILL)
-            self._wait_for_exit(pid, 10)
-        self.pid_file.unlink(missing_ok=True)
+        stopped = self._daemon.stop(self.settings.stop_timeout_s, log=self._log)
         if not quiet:
-            self._log("broker stopped")
-        return True
+            self._log("broker stopped" if stopped else "broker not running")
+        return stopped
 
     def status(self) -> BrokerStatus:
-        pid = self._running_pid()
-        answering = bool(pid) and _answers_metadata(self.bootstrap, timeout_s=5)
-        return BrokerStatus(running=bool(pid), pid=pid, bootstrap=self.bootstrap, answering=answering)
+        pid = self._daemon.running_pid()
+        answering = bool(pid) and self._answers(timeout_s=5)
+        return BrokerStatus(running=bool(pid), pid=pid, bootstrap=self.bootstrap, answering=answering,
+                            protocol=self.protocol)
+
+    # -- security ---------------------------------------------------------------------------
+
+    @property
+    def secured(self) -> bool:
+        return self.protocol == "SASL_SSL"
+
+    def _check_security(self) -> None:
+        security = self.kafka.security
+        if self.protocol not in SECURED_PROTOCOLS:
+            raise ConfigError(f"kafka.security.protocol: the embedded broker speaks {' or '.join(SECURED_PROTOCOLS)}, "
+                              f"not {self.protocol}")
+        if self.secured and security.sasl_mechanism not in _SCRAM:
+            raise ConfigError(f"kafka.security.sasl_mechanism: the embedded broker's users are SCRAM users "
+                              f"({' or '.join(_SCRAM)}), not {security.sasl_mechanism}")
+        formatted = self._formatted_protocol()
+        if formatted and formatted != self.protocol:
+            raise ConfigError(
+                f"broker.run_dir {self.run_dir} holds a broker formatted for {formatted}, and "
+                f"kafka.security.protocol is {self.protocol}: give this broker its own broker.run_dir "
+                "(conf/secured.yaml uses .run/kafka-secured), or delete that folder")
+
+    def _formatted_protocol(self) -> str | None:
+        if not (self.data_dir / "meta.properties").exists():
+            return None
+        marker = self.run_dir / "protocol"
+        return marker.read_text().strip() if marker.exists() else "PLAINTEXT"
+
+    def _broker_password(self) -> str:
+        """The broker's own SCRAM password: made once, kept in a file only its owner reads."""
+        path = self.tls_dir / "broker-user.secret"
+        if not path.exists():
+            self.tls_dir.mkdir(parents=True, exist_ok=True)
+            write_private(path, secrets.token_urlsafe(32).encode())
+        return path.read_text().strip()
+
+    def as_broker_user(self) -> KafkaConfig:
+        """Client settings that log in as the broker's own user (readiness, user management)."""
+        if not self.secured:
+            return self.kafka
+        authority = authority_in(self.tls_dir, [self.host])
+        security = self.kafka.security.model_copy(update={
+            "sasl_username": BROKER_USER, "sasl_password": SecretStr(self._broker_password()),
+            "ssl_cafile": authority.ca})
+        return self.kafka.model_copy(update={"security": security})
+
+    def _upsert_client_user(self) -> None:
+        """Create the client user, or set its password to the current one (from the environment)."""
+        if not self.secured:
+            return
+        from shared.kafka import set_scram_password
+
+        security = self.kafka.security
+        set_scram_password(self.as_broker_user(), security.sasl_mechanism, security.sasl_username,
+                           security.sasl_password)
+        self._log(f"SCRAM user {security.sasl_username} ready ({security.sasl_mechanism}); "
+                  f"clients trust {self.tls_dir / 'ca.pem'}")
 
     # -- internals --------------------------------------------------------------------------
+
+    def _answers(self, timeout_s: float) -> bool:
+        from shared.kafka import broker_answers
+
+        return broker_answers(self.as_broker_user(), timeout_s)
 
     def _java_command(self, java: str) -> list[str]:
         heap = f"{self.settings.heap_mb}m"
@@ -159,11 +219,15 @@ class EmbeddedBroker:
             "--config",
             str(self.properties),
         ]
+        if self.secured:  # the broker's own user must exist before its listener can log in to itself
+            mechanism = self.kafka.security.sasl_mechanism
+            command += ["--add-scram", f"{mechanism}=[name={BROKER_USER},password={self._broker_password()}]"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
-            raise BrokerError(
-                "formatting the broker storage failed:\n" + _tail((result.stdout + result.stderr).splitlines())
-            )
+            output = (result.stdout + result.stderr).replace(self._broker_password(), "***") if self.secured else (
+                result.stdout + result.stderr)
+            raise BrokerError("formatting the broker storage failed:\n" + _tail(output.splitlines()))
+        (self.run_dir / "protocol").write_text(self.protocol + "\n")
 
     def _controller_port(self) -> int:
         """The controller's port: kept from the first start (it is part of the formatted quorum)."""
@@ -171,19 +235,20 @@ class EmbeddedBroker:
             for line in self.properties.read_text().splitlines():
                 if line.startswith("controller.quorum.bootstrap.servers="):
                     return int(line.rsplit(":", 1)[1])
-        return _free_port(self.host)
+        return free_port(self.host)
 
     def _write_properties(self) -> None:
         controller = f"{self.host}:{self._controller_port()}"
+        listener = self.protocol
         settings = {
             "process.roles": "broker,controller",
             "node.id": "1",
             "controller.quorum.bootstrap.servers": controller,
-            "listeners": f"PLAINTEXT://{self.bootstrap},CONTROLLER://{controller}",
-            "advertised.listeners": f"PLAINTEXT://{self.bootstrap}",
+            "listeners": f"{listener}://{self.bootstrap},CONTROLLER://{controller}",
+            "advertised.listeners": f"{listener}://{self.bootstrap}",
             "controller.listener.names": "CONTROLLER",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+            "inter.broker.listener.name": listener,
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{listener}:{listener}",
             "log.dirs": str(self.data_dir),
             "num.partitions": str(self.partitions),
             "auto.create.topics.enable": "false",
@@ -197,63 +262,42 @@ class EmbeddedBroker:
             "log.retention.hours": "168",
             "log.segment.bytes": str(256 * 1024 * 1024),
         }
+        if self.secured:
+            settings |= self._secured_listener_settings()
         text = "# Written by `lakehouse kafka start` from the project config; edits are overwritten.\n"
-        self.properties.write_text(text + "".join(f"{k}={v}\n" for k, v in settings.items()))
+        write_private(self.properties, (text + "".join(f"{k}={v}\n" for k, v in settings.items())).encode())
 
-    def _running_pid(self) -> int | None:
-        """The pid in the pid file if that process is alive and is this broker, else None."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return None
-        if self._process is not None and self._process.pid == pid and self._process.poll() is not None:
-            return None
-        command = _command_line(pid)
-        if command and "kafka.Kafka" in command and str(self.properties) in command:
-            return pid
-        return None
+    def _secured_listener_settings(self) -> dict[str, str]:
+        from shared.kafka import jaas_config
+
+        authority = authority_in(self.tls_dir, [self.host])
+        mechanism = self.kafka.security.sasl_mechanism
+        return {
+            "sasl.enabled.mechanisms": mechanism,
+            "sasl.mechanism.inter.broker.protocol": mechanism,
+            f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config":
+                jaas_config(mechanism, BROKER_USER, self._broker_password()),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(authority.server),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(authority.ca),
+            "ssl.client.auth": "none",
+        }
 
     def _wait_until_answering(self, pid: int) -> None:
         deadline = time.monotonic() + self.settings.start_timeout_s
         while time.monotonic() < deadline:
-            if self._running_pid() != pid:
-                raise BrokerError(f"the Kafka broker exited while starting; its log ends with:\n{self._log_tail()}")
-            if _answers_metadata(self.bootstrap, timeout_s=2):
+            if self._daemon.running_pid() != pid:
+                raise BrokerError(
+                    f"the Kafka broker exited while starting; its log ends with:\n{self._daemon.log_tail()}")
+            if self._answers(timeout_s=2):
                 return
             time.sleep(0.25)
         raise BrokerError(
             f"the Kafka broker did not answer on {self.bootstrap} within "
-            f"{self.settings.start_timeout_s:g} s (broker.start_timeout_s); its log ends with:\n{self._log_tail()}"
+            f"{self.settings.start_timeout_s:g} s (broker.start_timeout_s); its log ends with:\n"
+            f"{self._daemon.log_tail()}"
         )
-
-    def _wait_for_exit(self, pid: int, timeout_s: float) -> bool:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.pid == pid:
-                try:
-                    self._process.wait(timeout=0.2)
-                    return True
-                except subprocess.TimeoutExpired:
-                    continue
-            if _command_line(pid) is None:
-                return True
-            time.sleep(0.2)
-        return False
-
-    @staticmethod
-    def _signal(pid: int, signum: int) -> None:
-        try:
-            os.killpg(pid, signum)
-        except ProcessLookupError:
-            pass
-        except PermissionError:
-            os.kill(pid, signum)
-
-    def _log_tail(self) -> str:
-        try:
-            return _tail(self.log_file.read_text(errors="replace").splitlines())
-        except OSError:
-            return "  (no log written)"
 
 
 def _tail(lines: list[str], count: int = 25) -> str:
@@ -266,39 +310,3 @@ def _new_cluster_id() -> str:
         text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         if not text.startswith("-"):
             return text
-
-
-def _command_line(pid: int) -> str | None:
-    """The process's command line, or None when no such process runs (zombies count as gone)."""
-    proc = Path(f"/proc/{pid}")
-    if proc.exists():
-        try:
-            if ") Z" in (proc / "stat").read_text():
-                return None
-            return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            return None
-    result = subprocess.run(["ps", "-p", str(pid), "-o", "command="], capture_output=True, text=True)
-    return result.stdout.strip() or None
-
-
-def _port_in_use(host: str, port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((host, port))
-        except OSError:
-            return True
-    return False
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return probe.getsockname()[1]
-
-
-def _answers_metadata(bootstrap: str, timeout_s: float) -> bool:
-    from shared.kafka import broker_answers
-
-    return broker_answers(bootstrap, timeout_s)

@@ -4,21 +4,17 @@ one console view and one progress table for both, one writer per checkpoint."""
 from __future__ import annotations
 
 import json
-import signal
 import socket
-import subprocess
 
 import pytest
 
-from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.registry import STREAMS
-from analytical.tables import read_table, is_delta_table
 from operational import hot_pages
-from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, ahead_of_the_clock, click, run_lakehouse, send, wait_for
+from tests.helpers import ahead_of_the_clock, run_lakehouse, send
+from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
 
 pytestmark = pytest.mark.integration
 
@@ -27,38 +23,22 @@ QUERIES = {hot_pages.STREAM.name, *(stream.name for stream in STREAMS)}
 
 
 def settings(config_overrides, *more: str) -> list[str]:
-    return [f"--set={item}" for item in (*config_overrides, "hot_pages.threshold=3",
-                                         "operational.starting_offsets=earliest", "operational.status_interval_s=2",
-                                         "analytical.triggers.bronze=1 second", "analytical.triggers.silver=1 second",
-                                         "analytical.triggers.gold=1 second", *more)]
+    return run_options(config_overrides, *more)
 
 
 def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark, config, config_overrides, tmp_path):
-    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    send(config, *(click(f"r{n}", "/run", f"10:00:01.{n:03d}") for n in range(5)), click("tick", "/tick", "10:00:30.000"))
     options = settings(config_overrides)
-    log = tmp_path / "run.log"
-    with open(log, "w") as stderr:
-        running = subprocess.Popen([LAKEHOUSE, "run", *options], stdout=subprocess.PIPE, stderr=stderr, text=True)
-        try:
-            wait_for(lambda: latest_alerts(config.kafka, config.kafka.topics.alerts).latest, 240, "the alert", every_s=1)
-            gold = f"{config.storage.root}/{GOLD_PAGE_CLICKS_5S}"
-            wait_for(lambda: is_delta_table(spark, gold) and read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S)
-                     .where("pageId = '/run'").count() == 1, 240, "the window in gold", every_s=3)
 
-            second = run_lakehouse("run", "--seconds", "5", *options, timeout=120)
-            assert second.returncode != 0
-            assert "is in use by pid" in second.stderr and "stop that run first" in second.stderr
+    def a_second_run_is_refused() -> None:
+        second = run_lakehouse("run", "--seconds", "5", *options, timeout=120)
+        assert second.returncode != 0
+        assert "is in use by pid" in second.stderr and "stop that run first" in second.stderr
 
-            running.send_signal(signal.SIGTERM)
-            assert running.wait(timeout=120) == 0
-        finally:
-            running.kill()
-    output = log.read_text()
+    output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", while_running=a_second_run_is_refused)
+
     assert "stop requested: stopping" in output and "Traceback" not in output
     assert all(f"  {name} " in output for name in QUERIES), "one console view of both processes' queries"
-    (alert,) = latest_alerts(config.kafka, config.kafka.topics.alerts).latest.values()
-    assert (alert.page_id, alert.click_count) == ("/run", 5)
+    assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
 
     status = run_lakehouse("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr

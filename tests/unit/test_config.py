@@ -152,3 +152,30 @@ def test_one_test_says_which_storage_roots_are_local_folders(root, folder):
 def test_a_file_uri_root_is_not_taken_for_a_path_under_the_project():
     assert load_config(overrides=["storage.root=file:/data/lakehouse"]).storage.root == "file:/data/lakehouse"
     assert load_config(overrides=["storage.root=relative/lake"]).storage.root == str(PROJECT_ROOT / "relative/lake")
+
+
+@pytest.mark.parametrize("profile", sorted(path.name for path in (PROJECT_ROOT / "conf").glob("*.yaml")))
+def test_every_shipped_profile_is_a_valid_config(profile, monkeypatch):
+    """The profiles that cannot run here (a multi-node cluster, YARN, Kubernetes) are at least valid
+    configs: every key known, every value of the right type, the paths' applications' settings strings."""
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "clicks-app")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "p")
+
+    config = load_config(PROJECT_ROOT / "conf" / profile)
+
+    from shared.spark import spark_conf
+
+    for application in ("operational", "analytical"):
+        settings = spark_conf(config, class_archive=False, application=application)
+        assert settings["spark.app.name"].endswith(application)
+        assert all(settings[key] == str(value) for key, value in getattr(config, application).spark_conf.items())
+
+
+def test_commands_that_use_no_credential_load_a_profile_without_them(monkeypatch):
+    monkeypatch.delenv("KAFKA_SASL_USERNAME", raising=False)
+    monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
+
+    with pytest.raises(ConfigError, match="KAFKA_SASL_USERNAME is not set"):
+        load_config(PROJECT_ROOT / "conf" / "secured.yaml")
+    config = load_config(PROJECT_ROOT / "conf" / "secured.yaml", secrets=False)  # `lakehouse kafka stop`
+    assert config.kafka.security.sasl_username == "${KAFKA_SASL_USERNAME}"

@@ -80,8 +80,11 @@ def mostly(right, *wrong, one_in: int = 8):
 
 
 event_ids = mostly(st.text(min_size=1, max_size=10), st.integers(-(10**6), 10**6), json_values)
+# Long ids at the limit (MAX_PAGE_ID_LENGTH 256, counted in characters: "é" is 2 bytes) and beyond it,
+# each as likely as a wrong type (one shape in 32 draws): with one shape of 254 to 258 characters,
+# a draw of 2,500 documents now and then held no id beyond the limit, and the coverage check failed.
 page_ids = mostly(st.text(min_size=1, max_size=10), st.integers(0, 10**6), json_values,
-                  st.text(alphabet="pé", min_size=254, max_size=258))
+                  st.text(alphabet="pé", min_size=254, max_size=256), st.text(alphabet="pé", min_size=257, max_size=260))
 field_values = {
     "eventId": event_ids,
     "pageId": page_ids,

@@ -1,0 +1,121 @@
+"""Both paths on a real Spark standalone cluster (`lakehouse cluster`): a master and two workers on
+this machine, `lakehouse run --config conf/standalone.yaml` as two applications, the same oracle as
+local mode, and nothing left running after the stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+
+from shared import PROJECT_ROOT
+from shared.services.cluster import StandaloneCluster
+from tests.conftest import free_port, make_config
+from tests.helpers import run_lakehouse, wait_for
+from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
+
+pytestmark = pytest.mark.deployment
+
+STANDALONE = str(PROJECT_ROOT / "conf" / "standalone.yaml")
+
+
+def _ports_free_from(first: int, count: int) -> bool:
+    for port in range(first, first + count):
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                return False
+    return True
+
+
+@pytest.fixture(scope="module")
+def cluster_settings(tmp_path_factory) -> list[str]:
+    webui = next(port for port in iter(free_port, None) if _ports_free_from(port, 3))
+    master = free_port()
+    return [f"cluster.run_dir={tmp_path_factory.mktemp('cluster')}", f"cluster.master_port={master}",
+            f"cluster.webui_port={webui}", "cluster.workers=2", "cluster.worker_cores=1",
+            f"spark.master=spark://127.0.0.1:{master}"]
+
+
+def _lakehouse(*args: str, settings: list[str], timeout: float = 180):
+    return run_lakehouse("--config", STANDALONE, *args, *(f"--set={item}" for item in settings), timeout=timeout)
+
+
+def _processes_of(cluster_dir: str) -> list[str]:
+    """Command lines of live processes that belong to this cluster: its daemons and their executors."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if cluster_dir in command or cwd.startswith(cluster_dir):
+            found.append(command)
+    return found
+
+
+def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
+        spark, config, config_overrides, cluster_settings, tmp_path):
+    cluster_dir = cluster_settings[0].split("=", 1)[1]
+    started = _lakehouse("cluster", "start", settings=cluster_settings)
+    assert started.returncode == 0, started.stderr
+    try:
+        master_url = started.stdout.strip()
+        status = json.loads(_lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout)
+        assert (status["master_url"], status["alive_workers"], status["cores"]) == (master_url, 2, 2)
+
+        def two_applications_one_core_each() -> None:
+            now = json.loads(_lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout)
+            cores = {app["name"]: app["cores"] for app in now["applications"]}
+            assert cores == {"clickstream-lakehouse-operational": 1, "clickstream-lakehouse-analytical": 1}
+
+        options = run_options([*config_overrides, *cluster_settings])
+        output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", extra_args=("--config", STANDALONE),
+                                        timeout_s=300, while_running=two_applications_one_core_each)
+
+        assert "Traceback" not in output
+        assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
+        executors = list(Path(cluster_dir).glob("worker-*/app-*/*/stderr"))
+        assert len({path.parent.parent.name for path in executors}) == 2, "each path ran executors on the cluster"
+    finally:
+        stopped = _lakehouse("cluster", "stop", settings=cluster_settings)
+    assert stopped.returncode == 0, stopped.stderr
+    wait_for(lambda: not _processes_of(cluster_dir), 30, "every cluster process to end")
+    again = _lakehouse("cluster", "status", settings=cluster_settings)
+    assert again.returncode == 1 and "not running" in again.stdout
+
+
+def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_message(cluster_settings):
+    settings = [*cluster_settings, "cluster.workers=1"]
+    with socket.socket() as squatter:
+        master_port = make_config(*settings).cluster.master_port
+        squatter.bind(("127.0.0.1", master_port))
+        squatter.listen()
+        taken = _lakehouse("cluster", "start", settings=settings)
+    assert taken.returncode == 2 and "Traceback" not in taken.stderr
+    assert taken.stderr.strip().splitlines()[-1] == (
+        f"error: port {master_port} on 127.0.0.1 is in use by another process (cluster.master_port): "
+        "stop that process, or choose another port in the config (--set <key>=...)")
+
+    no_java = run_lakehouse("cluster", "start", *(f"--set={item}" for item in settings),
+                            env={**os.environ, "JAVA_HOME": "/nonexistent", "PATH": "/usr/bin/none"})
+    assert no_java.returncode == 2 and no_java.stderr.startswith("error: java was not found: install a JDK 17")
+
+    started = _lakehouse("cluster", "start", settings=settings)
+    assert started.returncode == 0, started.stderr
+    try:
+        cluster = StandaloneCluster(make_config(*settings), log=lambda message: None)
+        os.kill(cluster.workers[0].running_pid(), signal.SIGKILL)
+        status = _lakehouse("cluster", "status", settings=settings)
+        assert status.returncode == 1 and "worker 1: not running" in status.stdout
+    finally:
+        assert _lakehouse("cluster", "stop", settings=settings).returncode == 0
+    assert not _processes_of(settings[0].split("=", 1)[1])

@@ -1,0 +1,93 @@
+"""`lakehouse run` on crafted traffic, checked against an oracle computed here from what was sent.
+
+One scenario for every place `run` must give the same answer: local mode (tests/integration/test_run.py),
+the standalone cluster and the SASL_SSL broker (tests/deployment/). The oracle counts distinct eventIds
+per page and 5-second window from the crafted clicks themselves; a window is hot above THRESHOLD.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections import defaultdict
+from datetime import datetime, timezone
+from collections.abc import Callable
+from pathlib import Path
+
+from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.tables import is_delta_table, read_table
+from operational.alerts_topic import latest_alerts
+from shared.kafka import ensure_topics
+from tests.helpers import LAKEHOUSE, click, send, wait_for
+
+THRESHOLD = 3
+DAY = "2026-11-22"
+
+#: (eventId, pageId, time): a hot window with a copy of one click, a window at the threshold (not
+#: hot), a cold one, a second hot window of the same page, and a later click that moves time on.
+CLICKS = [
+    *((f"r{n}", "/run", f"10:00:01.{n:03d}") for n in range(5)), ("r1", "/run", "10:00:01.001"),
+    *((f"e{n}", "/edge", f"10:00:06.{n:03d}") for n in range(3)),
+    *((f"c{n}", "/cold", f"10:00:02.{n:03d}") for n in range(2)),
+    *((f"s{n}", "/run", f"10:00:12.{n:03d}") for n in range(4)),
+    ("tick", "/tick", "10:00:30.000"),
+]
+
+
+def expected_windows() -> dict[tuple[str, datetime], int]:
+    """(pageId, window start) -> distinct clicks, from CLICKS alone."""
+    seen: dict[tuple[str, datetime], set[str]] = defaultdict(set)
+    for event_id, page, time in CLICKS:
+        at = datetime.fromisoformat(f"{DAY}T{time}+00:00")
+        start = at.replace(second=at.second - at.second % 5, microsecond=0)
+        seen[(page, start)].add(event_id)
+    return {key: len(ids) for key, ids in seen.items()}
+
+
+def expected_alerts() -> dict[tuple[str, datetime], int]:
+    return {key: count for key, count in expected_windows().items() if count > THRESHOLD}
+
+
+def run_options(config_overrides: list[str], *more: str) -> list[str]:
+    return [f"--set={item}" for item in (*config_overrides, f"hot_pages.threshold={THRESHOLD}",
+                                         "operational.starting_offsets=earliest", "operational.status_interval_s=2",
+                                         "analytical.triggers.bronze=1 second", "analytical.triggers.silver=1 second",
+                                         "analytical.triggers.gold=1 second", *more)]
+
+
+def alerted(config) -> dict[tuple[str, datetime], int]:
+    book = latest_alerts(config.kafka, config.kafka.topics.alerts)
+    return {(alert.page_id, _utc(alert.window_start)): alert.click_count for alert in book.latest.values()}
+
+
+def gold(spark, config) -> dict[tuple[str, datetime], int]:
+    rows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S).collect()
+    return {(row.pageId, row.windowStart.replace(tzinfo=timezone.utc)): row.clickCount for row in rows}
+
+
+def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_args: tuple[str, ...] = (),
+                           env: dict | None = None, timeout_s: float = 240,
+                           while_running: Callable[[], None] = lambda: None) -> str:
+    """Send CLICKS, start `lakehouse [extra_args] run`, wait until the alerts and gold match the oracle,
+    call `while_running`, stop it with SIGTERM (exit 0 required); returns its stderr."""
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    send(config, *(click(event_id, page, time, day=DAY) for event_id, page, time in CLICKS))
+    gold_path = f"{config.storage.root}/{GOLD_PAGE_CLICKS_5S}"
+    with open(log, "w") as stderr:
+        running = subprocess.Popen([LAKEHOUSE, *extra_args, "run", *options], stdout=subprocess.PIPE,
+                                   stderr=stderr, text=True, env=env)
+        try:
+            wait_for(lambda: alerted(config) == expected_alerts(), timeout_s, "the alerts the oracle expects", every_s=1)
+            wait_for(lambda: is_delta_table(spark, gold_path) and gold(spark, config) == expected_windows(),
+                     timeout_s, "gold as the oracle expects", every_s=3)
+            while_running()
+            running.send_signal(signal.SIGTERM)
+            assert running.wait(timeout=120) == 0, log.read_text()[-3000:]
+        finally:
+            running.kill()
+    return log.read_text()
+
+
+def _utc(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
