@@ -36,7 +36,8 @@ _LOG4J = PROJECT_ROOT / "conf" / "broker-log4j2.properties"
 _JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
 #: The broker's own SCRAM user (its listener's inter-broker side); never a client's.
 BROKER_USER = "lakehouse-broker"
-SECURED_PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
+#: What the embedded broker speaks (kafka.security.protocol).
+PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
 _SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -136,8 +137,8 @@ class EmbeddedBroker:
 
     def _check_security(self) -> None:
         security = self.kafka.security
-        if self.protocol not in SECURED_PROTOCOLS:
-            raise ConfigError(f"kafka.security.protocol: the embedded broker speaks {' or '.join(SECURED_PROTOCOLS)}, "
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"kafka.security.protocol: the embedded broker speaks {' or '.join(PROTOCOLS)}, "
                               f"not {self.protocol}")
         if self.secured and security.sasl_mechanism not in _SCRAM:
             raise ConfigError(f"kafka.security.sasl_mechanism: the embedded broker's users are SCRAM users "
@@ -224,8 +225,9 @@ class EmbeddedBroker:
             command += ["--add-scram", f"{mechanism}=[name={BROKER_USER},password={self._broker_password()}]"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
-            output = (result.stdout + result.stderr).replace(self._broker_password(), "***") if self.secured else (
-                result.stdout + result.stderr)
+            output = result.stdout + result.stderr
+            if self.secured:  # the tool may echo its arguments
+                output = output.replace(self._broker_password(), "***")
             raise BrokerError("formatting the broker storage failed:\n" + _tail(output.splitlines()))
         (self.run_dir / "protocol").write_text(self.protocol + "\n")
 
