@@ -39,7 +39,7 @@ def security_problem(kafka: KafkaConfig, server: str, timeout_s: float = 10.0) -
             return (f"{server} speaks TLS and kafka.security.protocol is {protocol}: set it to SSL or SASL_SSL "
                     "and kafka.security.ssl_cafile to the CA that signed the broker's certificate")
     else:
-        problem = _tls_problem(server, security.ssl_cafile, timeout_s)
+        problem = _tls_problem(server, security.ssl_cafile, protocol, timeout_s)
         if problem:
             return problem
     if security.sasl_mechanism and protocol.startswith("SASL_"):
@@ -71,7 +71,7 @@ def _speaks_tls(server: str, timeout_s: float) -> bool:
         return False
 
 
-def _tls_problem(server: str, cafile: Any, timeout_s: float) -> str | None:
+def _tls_problem(server: str, cafile: Any, protocol: str, timeout_s: float) -> str | None:
     host = server.rsplit(":", 1)[0]
     trusted = f"kafka.security.ssl_cafile ({cafile})" if cafile else "the system's CAs (kafka.security.ssl_cafile is unset)"
     try:
@@ -86,7 +86,7 @@ def _tls_problem(server: str, cafile: Any, timeout_s: float) -> str | None:
     except (OSError, ssl.SSLError) as error:
         why = getattr(error, "reason", None) or error.strerror or type(error).__name__
         return (f"{server} did not complete a TLS handshake ({why}): it does not speak TLS on this port, and "
-                f"kafka.security.protocol is {'SASL_SSL' if cafile is not None else 'SSL or SASL_SSL'}")
+                f"kafka.security.protocol is {protocol}")
 
 
 def _login_problem(kafka: KafkaConfig, server: str, timeout_s: float) -> str | None:

@@ -57,8 +57,12 @@ class Daemon:
             pid = int(self.pid_file.read_text().strip())
         except (OSError, ValueError):
             return None
-        if self._process is not None and self._process.pid == pid and self._process.poll() is not None:
-            return None
+        if self._process is not None and self._process.pid == pid:
+            # Started by this process: its exit status says. Its command line cannot: for a moment
+            # after Popen returns, the kernel may still be setting up the new program's arguments,
+            # and /proc/<pid>/cmdline reads empty (seen once in CI: a worker just started was taken
+            # for dead, the start failed and the worker was left running).
+            return pid if self._process.poll() is None else None
         command = command_line(pid)
         if command and all(part in command for part in self._marker):
             return pid

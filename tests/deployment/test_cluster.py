@@ -65,9 +65,9 @@ def _processes_of(cluster_dir: str) -> list[str]:
 def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
         spark, config, config_overrides, cluster_settings, tmp_path):
     cluster_dir = cluster_settings[0].split("=", 1)[1]
-    started = _lakehouse("cluster", "start", settings=cluster_settings)
-    assert started.returncode == 0, started.stderr
     try:
+        started = _lakehouse("cluster", "start", settings=cluster_settings)
+        assert started.returncode == 0, started.stderr
         master_url = started.stdout.strip()
         status = json.loads(_lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout)
         assert (status["master_url"], status["alive_workers"], status["cores"]) == (master_url, 2, 2)
@@ -109,9 +109,9 @@ def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_messag
                             env={**os.environ, "JAVA_HOME": "/nonexistent", "PATH": "/usr/bin/none"})
     assert no_java.returncode == 2 and no_java.stderr.startswith("error: java was not found: install a JDK 17")
 
-    started = _lakehouse("cluster", "start", settings=settings)
-    assert started.returncode == 0, started.stderr
     try:
+        started = _lakehouse("cluster", "start", settings=settings)
+        assert started.returncode == 0, started.stderr
         cluster = StandaloneCluster(make_config(*settings), log=lambda message: None)
         os.kill(cluster.workers[0].running_pid(), signal.SIGKILL)
         status = _lakehouse("cluster", "status", settings=settings)

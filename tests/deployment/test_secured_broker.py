@@ -1,6 +1,7 @@
 """Both paths, `lakehouse alerts` and the admin against the embedded broker with a SASL_SSL listener
 (TLS from a CA made at start, SCRAM-SHA-512 users), credentials from the environment only; each way
-of getting the security wrong is one clear message; the password is written nowhere."""
+of getting the security wrong (password, CA, plaintext against TLS and TLS against plaintext) is one
+clear message; the password is written nowhere."""
 
 from __future__ import annotations
 
@@ -70,7 +71,8 @@ def test_both_paths_and_alerts_work_over_sasl_ssl_and_write_the_password_nowhere
     assert holding == [] and password not in output and password not in shown.stdout
 
 
-def test_a_wrong_password_an_unknown_ca_and_plaintext_against_tls_each_get_one_clear_message(secured, tmp_path):
+def test_a_wrong_password_an_unknown_ca_and_plaintext_against_tls_each_get_one_clear_message(
+        secured, broker_overrides, tmp_path):
     _, env, _ = secured
     settings, config = _settings(secured, tmp_path)
     host_port = config.kafka.bootstrap_servers
@@ -95,3 +97,8 @@ def test_a_wrong_password_an_unknown_ca_and_plaintext_against_tls_each_get_one_c
                                                                   "kafka.security.sasl_mechanism=null"])
     assert plaintext == (f"error: {host_port} speaks TLS and kafka.security.protocol is PLAINTEXT: set it to SSL or "
                          "SASL_SSL and kafka.security.ssl_cafile to the CA that signed the broker's certificate")
+
+    plaintext_broker = broker_overrides[0]  # the run's PLAINTEXT broker: kafka.bootstrap_servers=...
+    tls_to_plaintext = last_line("alerts", extra=[plaintext_broker])
+    assert tls_to_plaintext.startswith(f"error: {plaintext_broker.split('=', 1)[1]} did not complete a TLS handshake")
+    assert tls_to_plaintext.endswith("it does not speak TLS on this port, and kafka.security.protocol is SASL_SSL")
