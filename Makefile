@@ -5,6 +5,7 @@ PYTHON   ?= python3
 VENV     := .venv
 BIN      := $(VENV)/bin
 JARS     := .jars
+TOOLS    := .tools
 MVN      ?= mvn
 MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
@@ -14,7 +15,7 @@ PYTEST_ARGS ?=
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(JARS)/spark/.resolved $(JARS)/broker/.resolved $(JARS)/class-archive/.written  ## virtualenv, packages, JVM jars, the JVM's class archive (idempotent)
+setup: prerequisites $(BIN)/.installed $(JARS)/spark/.resolved $(JARS)/broker/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## virtualenv, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m shared.prerequisites
@@ -23,7 +24,7 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	@echo "setup: virtualenv and Python packages (first run downloads pyspark, ~1-2 min)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
-	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,notebooks]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
+	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,notebooks,readers]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
 $(JARS)/spark/.resolved: pom.xml
@@ -42,6 +43,14 @@ $(JARS)/broker/.resolved: pom.xml
 	@rm -rf $(JARS)/broker && mkdir -p $(JARS)/broker
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
 	@touch $@
+
+# Prometheus and promtool for the monitoring tests (conf/prometheus/): found on the PATH, or Debian's
+# package unpacked into $(TOOLS)/prometheus without root. Optional: where that cannot be done (no
+# apt-get, no network) it says why and set-up goes on; those tests then skip with the reason. Tried
+# once; `rm $(TOOLS)/prometheus/.checked` to try again.
+$(TOOLS)/prometheus/.checked: $(BIN)/.installed
+	@$(BIN)/python -m shared.services.prometheus install || echo "setup: Prometheus not installed (optional)"
+	@mkdir -p $(TOOLS)/prometheus && touch $@
 
 test: setup  ## unit and integration tests (real broker, Spark, Delta); the crash suite is `make test-faults`
 	$(BIN)/pytest -m "not faults and not deployment" $(PYTEST_ARGS)
@@ -64,5 +73,5 @@ clean-run:  ## stop the embedded broker and delete .run/ (broker data, tables, c
 	-@test -x $(BIN)/lakehouse && $(BIN)/lakehouse kafka stop
 	rm -rf .run
 
-clean: clean-run  ## also delete the virtualenv and the jars
-	rm -rf $(VENV) $(JARS)
+clean: clean-run  ## also delete the virtualenv, the jars and .tools/
+	rm -rf $(VENV) $(JARS) $(TOOLS)

@@ -29,13 +29,10 @@ from shared.config import load_config, with_overrides
 from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
 from shared.processes import child_env, die_with_parent
+from shared.progress import Progress, echo as _progress
 
 BLOCKS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 _DOWNSTREAM_OF_BRONZE = ("silver", "gold")
-
-
-def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 # -- one backfill (child process) ------------------------------------------------------------
@@ -65,20 +62,27 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
     base = load_config(_config_file(settings), _overrides(settings))
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     result: dict[str, Any] = {"events_per_block": events, "history_blocks": history, "block_span_s": span_s}
-    for label, blocks in (("1x", [history - 1]), (f"{history}x", list(range(history)))):
-        topic = f"bench-backfill-{run_id}-{label}"
-        lake = [f"--set=kafka.topics.clicks={topic}", f"--set=storage.root={base.path('bench', run_id, label)}"]
-        scenario = [*settings, *lake]
-        with_overrides(base, _overrides(lake))  # validate before the long work
-        _progress(f"bench: {label}: generating {len(blocks)} block(s) of {events:,} events of history")
-        for block in blocks:
-            _generate(scenario, block, events, span_s)
-        _progress(f"bench: {label}: backfilling the history")
-        first = _child(scenario)
-        _generate(scenario, history, events, span_s)
-        _progress(f"bench: {label}: backfilling one new block on top")
-        incremental = _child(scenario)
-        result[label] = {"history_backfill": first, "incremental_backfill": incremental}
+    scenarios = (("1x", [history - 1]), (f"{history}x", list(range(history))))
+    steps = sum(len(blocks) + 3 for _, blocks in scenarios)  # the blocks of history, a backfill, a block, a backfill
+    with Progress("bench backfill", total=steps, unit="steps") as progress:
+        for label, blocks in scenarios:
+            topic = f"bench-backfill-{run_id}-{label}"
+            lake = [f"--set=kafka.topics.clicks={topic}", f"--set=storage.root={base.path('bench', run_id, label)}"]
+            scenario = [*settings, *lake]
+            with_overrides(base, _overrides(lake))  # validate before the long work
+            _progress(f"bench: {label}: generating {len(blocks)} block(s) of {events:,} events of history")
+            for block in blocks:
+                _generate(scenario, block, events, span_s)
+                progress.advance(detail=f"{label}: block {block} generated")
+            _progress(f"bench: {label}: backfilling the history")
+            first = _child(scenario, progress)
+            progress.advance(detail=f"{label}: history backfilled")
+            _generate(scenario, history, events, span_s)
+            progress.advance(detail=f"{label}: block {history} generated")
+            _progress(f"bench: {label}: backfilling one new block on top")
+            incremental = _child(scenario, progress)
+            progress.advance(detail=f"{label}: new block backfilled")
+            result[label] = {"history_backfill": first, "incremental_backfill": incremental}
 
     largest = result[f"{history}x"]["history_backfill"]
     downstream_s = _seconds(largest, _DOWNSTREAM_OF_BRONZE)
@@ -112,9 +116,10 @@ def _generate(settings: list[str], block: int, events: int, span_s: float) -> No
         raise LakehouseError(f"generating block {block} failed: {done.stderr.strip()[-500:]}")
 
 
-def _child(settings: list[str]) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, "-m", "analytical.benchmarks", "run", *settings],
-                          stdout=subprocess.PIPE, text=True, env=child_env())
+def _child(settings: list[str], progress: Progress) -> dict[str, Any]:
+    with progress.paused():  # the child shows each layer's progress on the same stderr
+        done = subprocess.run([sys.executable, "-m", "analytical.benchmarks", "run", *settings],
+                              stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"a backfill run failed (exit {done.returncode}); its stderr is above")
     return json.loads(done.stdout)

@@ -20,6 +20,7 @@ from analytical.quality import Suite
 from analytical.registry import TABLES
 from analytical.tables import Table, read_table
 from shared.config import Config
+from shared.progress import tracked
 from shared.storage import local_folder
 from shared.errors import LakehouseError
 
@@ -60,7 +61,7 @@ def check(spark: SparkSession, config: Config, report: Report,
         return read_table(spark, config.storage.root, table)
 
     rows = []
-    for suite in suites(config, tables):
+    for suite in tracked(suites(config, tables), "check", unit="suites", detail=lambda suite: suite.table):
         frame = read(suite.table).transform(suite.derive)
         if suite.table_view is not None:
             frame = suite.table_view(frame, read)

@@ -110,8 +110,7 @@ TABLE = Table(
         StructField("hotWindows", LongType(), nullable=False),
         StructField("peakWindowClicks", LongType()),
     ]),
-    deletion_vectors=True,
-    z_order=("pageId",),  # per-page trends over hours
+    z_order=("hourStart",),  # as gold/page_clicks_5s: a correction rewrites the newest file only
     suite=suite,
 )
 STREAM = Stream("gold_page_clicks_hourly", "gold", writer, writes=(TABLE,), policy="fail")

@@ -8,6 +8,10 @@ Each table declares its Z-order columns (`Table.z_order`, beside the reason); a 
 
 OPTIMIZE commits are marked dataChange=false, so the streams that read these tables skip them.
 VACUUM then deletes files no version within `analytical.vacuum_retention` refers to.
+
+Gold tables made before the project stopped using deletion vectors still list them in their
+protocol, which `deltalake` and Polars refuse to read: maintain rewrites their marked files and
+drops the feature first (`_drop_deletion_vectors`), once.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from pyspark.sql import SparkSession
 from analytical.registry import TABLES
 from analytical.tables import Table, is_delta_table
 from shared.config import Config
+from shared.progress import tracked
 
 #: Delta refuses a VACUUM retention under this unless its safety check is turned off.
 DELTA_MIN_RETENTION_HOURS = 168
@@ -34,12 +39,13 @@ def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
 
     retention_hours = config.analytical.vacuum_retention.total_seconds() / 3600
     results = []
-    for table in tables:
+    for table in tracked(tables, "maintain", unit="tables"):
         z_order = table.z_order
         path = table.path(config.storage.root)
         if not is_delta_table(spark, path):
             report(f"[maintain] {table}: no table yet, skipped")
             continue
+        _drop_deletion_vectors(spark, path, report)
         delta = DeltaTable.forPath(spark, path)
         files_before = _file_count(delta)
         optimizer = delta.optimize()
@@ -55,6 +61,19 @@ def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
                + (f", Z-ordered by {row['zOrderBy']}" if z_order else ""))
         results.append(row)
     return results
+
+
+def _drop_deletion_vectors(spark: SparkSession, path: str, report: Callable[[str], None]) -> None:
+    """Make a table that lists deletion vectors readable by every reader: stop making them, rewrite
+    the files that have them, drop the feature from the protocol (Delta 4 keeps the history readable
+    through a checkpoint, no truncation)."""
+    features = spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["tableFeatures"] or []
+    if "deletionVectors" not in features:
+        return
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    spark.sql(f"REORG TABLE delta.`{path}` APPLY (PURGE)")
+    spark.sql(f"ALTER TABLE delta.`{path}` DROP FEATURE deletionVectors")
+    report(f"[maintain] {path}: deletion vectors purged and dropped from the protocol (readable by deltalake)")
 
 
 def _file_count(delta: Any) -> int:

@@ -23,9 +23,10 @@ from analytical.registry import STREAMS, check_policies, in_layer
 from analytical.tables import delete_path, is_delta_table, move_path
 from shared.config import Config, spark_interval
 from shared.errors import LakehouseError
+from shared.progress import Progress
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.storage import checkpoint_location
-from shared.streaming import Stream, supervise
+from shared.streaming import RunningTotals, Stream, supervise
 
 Report = Callable[[str], None]
 
@@ -59,7 +60,7 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=spark_interval(getattr(config.analytical.triggers, stream.layer)))
+        writer = writer.trigger(processingTime=spark_interval(stream.trigger_interval(config)))
     changelog = str(config.analytical.state_changelog_checkpointing).lower()
     with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}), scheduler_pool(spark, ANALYTICAL_POOL):
         return writer.start()  # a query keeps the settings and the pool it started with
@@ -79,15 +80,20 @@ def run_continuously(spark: SparkSession, config: Config, seconds: float | None,
 
 def backfill(spark: SparkSession, config: Config, report: Report, streams: Sequence[Stream] = STREAMS,
              source_root: str | None = None, target_root: str | None = None) -> list[LayerRun]:
-    """Each stream in turn with Trigger.AvailableNow: everything there is now, then stop."""
+    """Each stream in turn with Trigger.AvailableNow: everything there is now, then stop.
+
+    Each shows its rows read so far as a Progress (instead of supervise's status lines)."""
     runs = []
     for stream in streams:
         started = time.monotonic()
-        totals = supervise(
-            {stream.name: _starter(spark, config, stream, available_now=True,
-                                   source_root=source_root, target_root=target_root)},
-            config.analytical, seconds=None, report=report,
-        )[stream.name]
+        with Progress(f"[{stream.name}]", unit="rows") as progress:
+            totals = supervise(
+                {stream.name: _starter(spark, config, stream, available_now=True,
+                                       source_root=source_root, target_root=target_root)},
+                config.analytical, seconds=None, report=report, status_lines=not progress.shown,
+                on_tick=lambda by_name: _show(progress, by_name[stream.name]),
+            )[stream.name]
+            _show(progress, totals)
         run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
                        totals.batches, totals.dropped_by_watermark, totals.invalid,
                        {name: count for name, count in totals.expectations.items() if count})
@@ -135,6 +141,11 @@ def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live:
             )
             report(f"[rebuild] published {table}")
         move_path(spark, checkpoint_location(staging, stream.name), checkpoint_location(live, stream.name))
+
+
+def _show(progress: Progress, totals: RunningTotals) -> None:
+    """Rows read so far, of all the run will read when the source says so (bronze: Kafka's backlog)."""
+    progress.update(totals.rows, total=totals.backlog)
 
 
 def _starter(spark: SparkSession, config: Config, stream: Stream, **options) -> Callable[[], StreamingQuery]:

@@ -50,8 +50,6 @@ class Table:
     #: The only columns Delta keeps min/max statistics for: those readers and MERGEs filter on.
     #: Empty: Delta's default, the first 32 columns.
     stats_columns: tuple[str, ...] = ()
-    #: For tables MERGE updates (gold): see `create_if_missing`.
-    deletion_vectors: bool = False
     #: `lakehouse maintain` Z-orders by these; empty: compaction only.
     z_order: tuple[str, ...] = ()
     #: Its expectations (analytical.quality): what its stream checks and `lakehouse check` validates.
@@ -74,7 +72,7 @@ class Table:
             raise LakehouseError(f"the rows written to {self.name} do not match its declared schema: "
                                  f"{_difference(self.schema, produced)}")
         path = self.path(root)
-        create_if_missing(spark, path, self.schema, self.partition_by, self.stats_columns, self.deletion_vectors)
+        create_if_missing(spark, path, self.schema, self.partition_by, self.stats_columns)
         return path
 
 
@@ -100,15 +98,16 @@ def table_path(root: str, table: Table | str) -> str:
 
 
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
-                      stats_columns: tuple[str, ...] = (), deletion_vectors: bool = False) -> None:
+                      stats_columns: tuple[str, ...] = ()) -> None:
     """Create an empty Delta table at `path` with `schema` unless one is there (a MERGE needs a target).
 
     `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
     MERGEs filter on. By default it keeps them for the first 32 columns, and computing them for
     id strings nobody ranges over costs as much as writing the Parquet itself (measured).
-    `deletion_vectors`: for tables MERGE updates (gold): an updated row is marked deleted in its
-    old file instead of the whole file being rewritten, so a late correction to an old window costs
-    the rows it changes, not the size of the files they sit in.
+    No table enables deletion vectors: `deltalake` (delta-rs, under Polars' `read_delta`) refuses
+    to read a table whose protocol lists them, and gold is what analysts read without Spark. A
+    MERGE rewrites the files holding the rows it changes instead; gold keeps those files small and
+    recent (see `Table.z_order` of the gold tables and analytical.maintenance).
     """
     from delta.tables import DeltaTable
 
@@ -117,8 +116,6 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
         builder = builder.partitionedBy(*partition_by)
     if stats_columns:
         builder = builder.property("delta.dataSkippingStatsColumns", ",".join(stats_columns))
-    if deletion_vectors:
-        builder = builder.property("delta.enableDeletionVectors", "true")
     builder.execute()
 
 

@@ -16,8 +16,12 @@ import statistics
 import subprocess
 import sys
 import time
+import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 from shared.config import Config, load_config, with_overrides
@@ -25,6 +29,7 @@ from shared.storage import local_folder
 from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
 from shared.processes import child_env, die_with_parent
+from shared.progress import Progress, echo as say_progress
 
 #: The configurations compared, as overrides on top of the project's configuration ("tuned").
 PROFILES: dict[str, list[str]] = {
@@ -38,22 +43,20 @@ PROFILES: dict[str, list[str]] = {
 _DURATION_PARTS = ("addBatch", "getBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
 
 
-def say_progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
-
-
 # -- one measured run (child process) --------------------------------------------------------
 
 
 def run_once(config: Config, settings: list[str], rate: float, seconds: float, hot_pages: int,
              measure_latency: bool, sample_every_s: float, drain_timeout_s: float,
-             with_medallion: str | None = None, warmup_s: float = 0.0) -> dict[str, Any]:
+             with_medallion: str | None = None, warmup_s: float = 0.0, scrape_every_s: float = 0.0) -> dict[str, Any]:
     """Start the fast path, offer `rate` events/s for `warmup_s` + `seconds`, wait until it drained,
     measure (time-to-alert over the windows that crossed after the warm-up).
 
     `with_medallion`: the four medallion streams run beside it, started and past their first
     micro-batch before the load begins; "shared": in the same application (FAIR pools);
     "separate": as `lakehouse analytical` in its own process under `nice`, as `lakehouse run` does.
+    `scrape_every_s`: the fast path serves its Prometheus endpoint, which a real Prometheus scrapes
+    this often (`scraped_endpoint`).
     """
     from operational import hot_pages as fast_path
     from operational.time_to_alert import time_to_alert
@@ -69,6 +72,10 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
     spark = spark_session(config, application="operational")
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    scraping = ExitStack()
+    if scrape_every_s:
+        scraping.enter_context(scraped_endpoint(spark, config, scrape_every_s,
+                                                 Path(local_folder(root) or tempfile.mkdtemp()) / "prometheus"))
     query = fast_path.start(spark, config)
     _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
     medallion, separate = [], None
@@ -110,35 +117,44 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     batches: dict[int, dict[str, Any]] = {}
     samples: list[dict[str, Any]] = []
     next_sample = started
+    # The events the fast path has read, of all the generator sends (exactly rate x its seconds).
+    read = Progress("bench fast path", total=round(rate * (warmup_s + seconds)), unit="events")
 
     def collect() -> None:
         for progress in query.recentProgress:
             if progress["batchId"] not in batches:
-                batches[progress["batchId"]] = progress_dict(progress)
+                batch = batches[progress["batchId"]] = progress_dict(progress)
+                read.advance(batch["numInputRows"])
 
-    while generator.poll() is None:
+    def caught_up() -> bool:
         collect()
-        if time.monotonic() >= next_sample:
-            latest = ProgressSummary.of(query.lastProgress)
-            samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
-                            "state_rows": latest.state_rows, "jvm_rss_mb": process_memory_mb(jvm_pid)})
-            next_sample += sample_every_s
-        if query.exception():
-            raise RuntimeError(f"the fast path failed: {query.exception()}")
-        time.sleep(0.2)
-    generated = json.loads(generator.stdout.read())
-    drain_started = time.monotonic()
-    _wait(lambda: lag() == 0, drain_timeout_s, "the fast path to catch up", query)
-    caught_up_batch = query.lastProgress["batchId"]
-    _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
-    drain_s = time.monotonic() - drain_started
-    collect()
+        return lag() == 0
+
+    with read:
+        while generator.poll() is None:
+            collect()
+            if time.monotonic() >= next_sample:
+                latest = ProgressSummary.of(query.lastProgress)
+                samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
+                                "state_rows": latest.state_rows, "jvm_rss_mb": process_memory_mb(jvm_pid)})
+                next_sample += sample_every_s
+            if query.exception():
+                raise RuntimeError(f"the fast path failed: {query.exception()}")
+            time.sleep(0.2)
+        generated = json.loads(generator.stdout.read())
+        drain_started = time.monotonic()
+        _wait(caught_up, drain_timeout_s, "the fast path to catch up", query)
+        caught_up_batch = query.lastProgress["batchId"]
+        _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
+        drain_s = time.monotonic() - drain_started
+        collect()
     for stream in medallion:
         stream.stop()
     if separate is not None:
         separate.stop()
     query.stop()
     offsets.close()
+    scraping.close()
 
     data = [p for _, p in sorted(batches.items()) if p["numInputRows"] > 0]
     durations = [p["durationMs"]["triggerExecution"] for p in data]
@@ -159,6 +175,29 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     if local_folder(root) is not None:
         shutil.rmtree(local_folder(root), ignore_errors=True)
     return result
+
+
+@contextmanager
+def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -> Iterator[None]:
+    """The fast path's Prometheus endpoint as `lakehouse operational` serves it, scraped every
+    `every_s` by a real Prometheus (shared.services.prometheus) with the shipped scrape job."""
+    from operational.hot_pages import STREAM
+    from shared.metrics import BrokerOffsets, QueryFacts, listening, serving
+    from shared.services.prometheus import PrometheusServer, missing_reason, tools
+
+    if tools() is None:
+        raise LakehouseError(f"a scraped run needs Prometheus: {missing_reason()}")
+    settings = config.metrics
+    scrape = {"global": {"scrape_interval": f"{every_s:g}s", "scrape_timeout": f"{every_s:g}s"},
+              "scrape_configs": [{"job_name": "lakehouse", "static_configs": [
+                  {"targets": [f"{settings.bind_address}:{settings.operational_port}"],
+                   "labels": {"path": "operational"}}]}]}
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "prometheus.yml").write_text(json.dumps(scrape))  # JSON is YAML
+    facts = {STREAM.name: QueryFacts.of(config, STREAM)}
+    with serving(settings, "operational", facts, BrokerOffsets(config.kafka)) as metrics, listening(spark, metrics), \
+            PrometheusServer(folder / "prometheus.yml", folder / "tsdb", log_file=folder / "prometheus.log"):
+        yield
 
 
 #: A run is valid only when the traffic delivered at least this share of the offered rate.
@@ -192,7 +231,7 @@ WARMUP_S = 10.0
 
 def measured_run(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
-           with_medallion: str | None = None) -> dict[str, Any]:
+           with_medallion: str | None = None, scrape_every_s: float = 0.0) -> dict[str, Any]:
     command = [sys.executable, "-m", "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
                "--seconds", str(seconds), "--hot-pages", str(hot_pages), "--sample-every", str(sample_every_s),
                "--drain-timeout", str(drain_timeout_s), "--warmup", str(WARMUP_S if latency else 0.0), *settings]
@@ -201,6 +240,9 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
     if with_medallion:
         command.append(f"--with-medallion={with_medallion}")
         profile = f"{profile} with the medallion ({with_medallion} application)"
+    if scrape_every_s:
+        command.append(f"--scrape-every={scrape_every_s}")
+        profile = f"{profile} with its Prometheus endpoint scraped every {scrape_every_s:g} s"
     say_progress(f"bench: {profile} at {rate:,.0f} events/s for {seconds:g} s"
               + (f" after {WARMUP_S:g} s of warm-up ..." if latency else " ..."))
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=child_env())
@@ -209,6 +251,11 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
     return json.loads(done.stdout)
 
 
+#: The scrape-cost run: the fast path serving its Prometheus endpoint to a real Prometheus that
+#: scrapes it this often (15 s is the shipped interval: every second bounds the cost from above).
+SCRAPED = "tuned+scraped"
+SCRAPE_EVERY_S = 1.0
+
 #: The isolation runs: the medallion in the fast path's application, or in its own niced one.
 WITH_MEDALLION = {"tuned+medallion-shared": "shared", "tuned+medallion-separate": "separate"}
 #: The isolation target: p99 time-to-alert with the medallion beside the fast path, over p99 alone.
@@ -216,14 +263,19 @@ ISOLATION_TARGET = 1.2
 
 
 def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, profiles: list[str],
-            with_medallion: bool = False) -> dict[str, Any]:
+            with_medallion: bool = False, scraped: bool = False) -> dict[str, Any]:
     """Time-to-alert per profile; with `with_medallion`, the fast path alone ("tuned") against the same
-    with the medallion streams beside it, in its application and in a separate one, and p99 ratios."""
+    with the medallion streams beside it, in its application and in a separate one, and p99 ratios;
+    with `scraped`, "tuned" without and with its Prometheus endpoint scraped every second."""
     results = {}
-    runs = [(name, None) for name in profiles] if not with_medallion else [("tuned", None), *WITH_MEDALLION.items()]
-    for profile, medallion in runs:
-        run = measured_run("tuned" if medallion else profile, settings, rate, seconds, hot_pages, latency=True,
-                     with_medallion=medallion)
+    runs = [(name, None, 0.0) for name in profiles]
+    if with_medallion:
+        runs = [("tuned", None, 0.0), *((name, where, 0.0) for name, where in WITH_MEDALLION.items())]
+    if scraped:
+        runs = [("tuned", None, 0.0), (SCRAPED, None, SCRAPE_EVERY_S)]
+    for profile, medallion, scrape_every_s in runs:
+        run = measured_run("tuned" if medallion or scrape_every_s else profile, settings, rate, seconds, hot_pages,
+                           latency=True, with_medallion=medallion, scrape_every_s=scrape_every_s)
         results[profile] = latency_figures(run)
         say_progress(f"bench: {profile}: " + summary_line(run))
     ratios = {}
@@ -319,6 +371,7 @@ def _main() -> int:
     parser.add_argument("--sample-every", type=float, default=1.0)
     parser.add_argument("--drain-timeout", type=float, default=600)
     parser.add_argument("--warmup", type=float, default=0.0)
+    parser.add_argument("--scrape-every", type=float, default=0.0)
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
@@ -326,7 +379,8 @@ def _main() -> int:
     config = load_config(args.config, [*args.overrides, *PROFILES[args.profile]])
     try:
         result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
-                          args.sample_every, args.drain_timeout, args.with_medallion, args.warmup)
+                          args.sample_every, args.drain_timeout, args.with_medallion, args.warmup,
+                          args.scrape_every)
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

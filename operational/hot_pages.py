@@ -61,7 +61,8 @@ def start(spark: SparkSession, config: Config) -> StreamingQuery:
     Its checkpoint keeps `operational.batches_to_retain` micro-batches of offsets and watermarks.
     """
     root = config.storage.root
-    writer = STREAM.writer_at(spark, config, root, root).trigger(processingTime=spark_interval(config.operational.trigger))
+    writer = STREAM.writer_at(spark, config, root, root)
+    writer = writer.trigger(processingTime=spark_interval(STREAM.trigger_interval(config)))
     # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
     with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}), \
             scheduler_pool(spark, OPERATIONAL_POOL):

@@ -254,6 +254,24 @@ class ClusterConfig(_Section):
     stop_timeout_s: float = Field(gt=0)
 
 
+class MetricsConfig(_Section):
+    """The Prometheus endpoint of the long-running commands (shared.metrics)."""
+
+    enabled: bool
+    bind_address: str = Field(min_length=1)
+    operational_port: int = Field(ge=1, le=65535)
+    analytical_port: int = Field(ge=1, le=65535)
+
+    @model_validator(mode="after")
+    def _one_port_per_path(self) -> "MetricsConfig":
+        if self.operational_port == self.analytical_port:
+            raise ValueError("operational_port and analytical_port must differ: `lakehouse run` serves both at once")
+        return self
+
+    def port(self, application: str) -> int:
+        return self.operational_port if application == "operational" else self.analytical_port
+
+
 class Config(_Section):
     kafka: KafkaConfig
     storage: StorageConfig
@@ -264,6 +282,7 @@ class Config(_Section):
     quality: QualityConfig
     broker: BrokerConfig
     cluster: ClusterConfig
+    metrics: MetricsConfig
 
     def path(self, *parts: str) -> str:
         """A location under `storage.root` (a local path or a URI), e.g. path('bronze', 'clicks')."""
@@ -410,27 +429,23 @@ def _describe(error: ValidationError) -> str:
 
 
 def _resolve_local_paths(config: Config) -> Config:
+    """Relative local paths taken from the project root, whatever the working folder."""
     root = config.storage.root
     if urlparse(root).scheme == "" and not Path(root).is_absolute():
         root = str(PROJECT_ROOT / root)
-    run_dir = config.broker.run_dir
-    if not run_dir.is_absolute():
-        run_dir = PROJECT_ROOT / run_dir
-    cluster_dir = config.cluster.run_dir
-    if not cluster_dir.is_absolute():
-        cluster_dir = PROJECT_ROOT / cluster_dir
-    docs_dir = config.quality.docs_dir
-    if docs_dir is not None and not docs_dir.is_absolute():
-        docs_dir = PROJECT_ROOT / docs_dir
     security = config.kafka.security
-    if security.ssl_cafile is not None and not security.ssl_cafile.is_absolute():
-        security = security.model_copy(update={"ssl_cafile": PROJECT_ROOT / security.ssl_cafile})
-    return config.model_copy(
-        update={
-            "kafka": config.kafka.model_copy(update={"security": security}),
-            "storage": config.storage.model_copy(update={"root": root}),
-            "broker": config.broker.model_copy(update={"run_dir": run_dir}),
-            "cluster": config.cluster.model_copy(update={"run_dir": cluster_dir}),
-            "quality": config.quality.model_copy(update={"docs_dir": docs_dir}),
-        }
-    )
+    return config.model_copy(update={
+        "kafka": config.kafka.model_copy(update={"security": _anchored(security, "ssl_cafile")}),
+        "storage": config.storage.model_copy(update={"root": root}),
+        "broker": _anchored(config.broker, "run_dir"),
+        "cluster": _anchored(config.cluster, "run_dir"),
+        "quality": _anchored(config.quality, "docs_dir"),
+    })
+
+
+def _anchored(section: _Section, key: str) -> _Section:
+    """`section` with its path `key`, when set and relative, taken from the project root."""
+    path = getattr(section, key)
+    if path is None or path.is_absolute():
+        return section
+    return section.model_copy(update={key: PROJECT_ROOT / path})

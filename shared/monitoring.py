@@ -108,6 +108,7 @@ class ProgressRecorder(StreamingQueryListener):
         self.spark = spark
         self.path = path
         self._echo = echo
+        self._names: dict[str, str] = {}  # query id -> name, for terminations (which carry no name)
         self._queue: deque[ProgressRow] = deque()
         self._lock = threading.Lock()
         self.latest: dict[str, ProgressRow] = {}  # query name -> its newest row (the console view)
@@ -117,6 +118,7 @@ class ProgressRecorder(StreamingQueryListener):
     def onQueryStarted(self, event: Any) -> None:
         with self._lock:
             self._running.add(str(event.runId))
+            self._names[str(event.id)] = event.name
 
     def onQueryProgress(self, event: Any) -> None:
         row = progress_row(event.progress)
@@ -136,8 +138,9 @@ class ProgressRecorder(StreamingQueryListener):
         pass
 
     def onQueryTerminated(self, event: Any) -> None:
+        name = self._names.get(str(event.id))
         if event.exception:
-            row = ProgressRow(timestamp=datetime.now(timezone.utc), queryName=self._name_of(str(event.id)),
+            row = ProgressRow(timestamp=datetime.now(timezone.utc), queryName=name,
                               queryId=str(event.id), runId=str(event.runId), durationMs={}, rocksdbMetrics={},
                               error=event.exception.splitlines()[0])
             with self._lock:
@@ -155,9 +158,6 @@ class ProgressRecorder(StreamingQueryListener):
         exception`, which a clean stop must not log."""
         with self._lock:
             return self._all_terminated.wait_for(lambda: not self._running, timeout=timeout_s)
-
-    def _name_of(self, query_id: str) -> str | None:
-        return next((row.queryName for row in self.latest.values() if row.queryId == query_id), None)
 
     def create_table(self) -> None:
         """Create the table if it is missing, before any query runs: under `lakehouse run` two

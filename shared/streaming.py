@@ -18,6 +18,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, Literal, Protocol
 
 from shared.config import Config, ExpectationPolicy, Supervision
@@ -66,6 +67,14 @@ class Stream:
             .option("checkpointLocation", checkpoint_location(target_root, self.name))
         )
 
+    def trigger_interval(self, config: Config) -> timedelta:
+        """Its processing-time trigger when it runs continuously (0: the next batch as soon as one ends)."""
+        return config.operational.trigger if self.layer == "fast" else getattr(config.analytical.triggers, self.layer)
+
+    def allowed_lateness(self, config: Config) -> timedelta:
+        """How far its event-time watermark stays behind the newest event it has seen."""
+        return config.hot_pages.watermark if self.layer == "fast" else config.analytical.watermark
+
     def expectation_policy(self, config: Config) -> ExpectationPolicy:
         """The policy in force: the configured one, else the declared one."""
         declared = self.policy
@@ -94,6 +103,7 @@ class ProgressSummary:
     invalid: int
     watermark: str | None
     expectations: dict[str, int]  # rows that broke each expectation (analytical.quality), by name
+    backlog: int | None = None  # records from this batch's start to the source's latest offsets (Kafka)
 
     @classmethod
     def of(cls, progress: Any) -> "ProgressSummary":
@@ -113,8 +123,39 @@ class ProgressSummary:
             dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
             invalid=int(observed.get("invalid", 0)),
             watermark=(progress.get("eventTime") or {}).get("watermark"),
-            expectations=_expectation_counts(progress.get("observedMetrics") or {}),
+            expectations=expectation_counts(progress.get("observedMetrics") or {}),
+            backlog=_kafka_backlog(progress.get("sources", [])),
         )
+
+
+#: Kafka offsets per (topic, partition).
+Offsets = dict[tuple[str, int], int]
+
+
+def kafka_offsets(value: Any) -> Offsets:
+    """A progress report's Kafka offsets ({topic: {partition: offset}}) by (topic, partition); empty
+    for another source's offsets (a Delta source's are a version and an index) and for none."""
+    if not isinstance(value, dict):
+        return {}
+    return {(topic, int(partition)): int(offset)
+            for topic, partitions in value.items() if isinstance(partitions, dict)
+            for partition, offset in partitions.items() if isinstance(offset, int)}
+
+
+def _kafka_backlog(sources: list[dict[str, Any]]) -> int | None:
+    """Records from the batch's start offsets to its latest ones, summed over Kafka partitions.
+
+    Under Trigger.AvailableNow the Kafka source reports as `latestOffset` the end it fixed for the
+    run, so the first batch's backlog is what the run will read. None when a source is not Kafka or
+    has no start yet (its first batch ever), or a partition has no start offset.
+    """
+    backlog = 0
+    for source in sources:
+        start, latest = kafka_offsets(source.get("startOffset")), kafka_offsets(source.get("latestOffset"))
+        if not start or not latest or set(latest) - set(start):
+            return None
+        backlog += sum(offset - start[key] for key, offset in latest.items())
+    return backlog if sources else None
 
 
 #: Observed metrics named expectations_<query> (analytical.quality), and their fields that are not
@@ -123,7 +164,7 @@ EXPECTATIONS_PREFIX = "expectations_"
 _NOT_AN_EXPECTATION = ("policy", "rows", "failed", "dropped")
 
 
-def _expectation_counts(observed: dict[str, Any]) -> dict[str, int]:
+def expectation_counts(observed: dict[str, Any]) -> dict[str, int]:
     return {
         name: int(count or 0)
         for metrics_name, metrics in observed.items() if metrics_name.startswith(EXPECTATIONS_PREFIX)
@@ -142,6 +183,9 @@ class RunningTotals:
         self.latest: ProgressSummary | None = None
         self.batches = 0
         self.expectations: Counter[str] = Counter()
+        #: What the first batch had to read up to the end the source fixed for the run, when the
+        #: source says (ProgressSummary.backlog: Kafka under AvailableNow): the run's total.
+        self.backlog: int | None = None
 
     def add(self, progresses: list[Any]) -> ProgressSummary | None:
         """Count the progresses not seen yet; the newest of them, or None when none is new."""
@@ -155,6 +199,8 @@ class RunningTotals:
             self.dropped_by_watermark += summary.dropped_by_watermark
             self.rows += summary.input_rows
             self.expectations.update(summary.expectations)
+            if not self.batches:
+                self.backlog = summary.backlog
             self.batches += 1
             latest = self.latest = summary
         return latest
@@ -200,6 +246,7 @@ def supervise(
     on_status: Callable[[], None] | None = None,
     status_lines: bool = True,
     until: Callable[[], bool] | None = None,
+    on_tick: Callable[[dict[str, RunningTotals]], None] | None = None,
 ) -> dict[str, RunningTotals]:
     """Run the queries `starters` start (name -> start function) side by side.
 
@@ -212,6 +259,7 @@ def supervise(
     Every `settings.status_interval_s`: a status line per query (unless `status_lines` is off), then
     `on_status` (the progress recorder's flush and console view), and once more at the end.
     `until`: stop as soon as it returns True (checked at each status interval).
+    `on_tick`: called with the totals every TICK_S, for a live view finer than the status lines.
     """
     totals = {name: RunningTotals() for name in starters}
     restarts = dict.fromkeys(starters, 0)
@@ -224,6 +272,7 @@ def supervise(
                 running[name] = start()
                 report(f"[{name}] started (query id {running[name].id})")
             next_status = time.monotonic() + settings.status_interval_s
+            next_tick = time.monotonic() + TICK_S
             while running or restart_at:
                 done = until is not None and time.monotonic() >= next_status and until()
                 if stop.event.is_set() or (deadline and time.monotonic() >= deadline) or done:
@@ -252,6 +301,9 @@ def supervise(
                     if time.monotonic() >= when:
                         del restart_at[name]
                         running[name] = starters[name]()
+                if on_tick is not None and time.monotonic() >= next_tick:
+                    on_tick(totals)
+                    next_tick = time.monotonic() + TICK_S
                 if time.monotonic() >= next_status:
                     for name in running if status_lines else ():
                         if totals[name].latest is not None:
@@ -269,6 +321,8 @@ def supervise(
     return totals
 
 
+#: How often `supervise` calls its `on_tick`, in seconds.
+TICK_S = 1.0
 #: How long a clean stop waits for the queries to finish the micro-batches they are in.
 BATCH_END_WAIT_S = 60.0
 

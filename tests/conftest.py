@@ -48,6 +48,9 @@ def broker_overrides(tmp_path_factory) -> list[str]:
     overrides = [
         f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
         f"broker.run_dir={tmp_path_factory.mktemp('broker')}",
+        # the commands' Prometheus endpoints: ports of this run's own, not a running lakehouse's
+        f"metrics.operational_port={free_port()}",
+        f"metrics.analytical_port={free_port()}",
     ]
     broker = EmbeddedBroker(make_config(*overrides), log=lambda message: None)
     broker.start()

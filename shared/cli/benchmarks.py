@@ -29,7 +29,7 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     _load_is_possible(config, [args.rate], args.hot_pages)
     require_reachable(config.kafka)  # before a child process starts its Spark
     print(json.dumps(latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
-                             with_medallion=args.with_medallion), indent=2))
+                             with_medallion=args.with_medallion, scraped=args.scraped), indent=2))
     return 0
 
 
@@ -100,6 +100,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                                help="instead of --configs: the fast path alone, then with the four medallion streams "
                                "beside it in its own application (FAIR pools), then in a separate application under "
                                "nice (as `lakehouse run` starts it); p99 ratios over alone (target 1.2)")
+    bench_latency.add_argument("--scraped", action="store_true",
+                               help="instead of --configs: tuned without its Prometheus endpoint, then with it, scraped "
+                               "every second by a real Prometheus (make setup installs it); the p99 ratio is the "
+                               "scrape's cost")
     bench_latency.set_defaults(handler=cmd_bench_latency)
     bench_capacity = bench_commands.add_parser(
         "capacity", parents=[common], help="highest delivered rate whose time-to-alert p99 meets an SLA",

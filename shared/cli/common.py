@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
@@ -14,7 +14,9 @@ from shared.config import Config
 
 
 def say(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+    from shared.progress import echo  # to stderr, above an open progress bar instead of through it
+
+    echo(message)
 
 
 def table(rows: list[dict], columns: list[str]) -> str:
@@ -63,19 +65,25 @@ def instant(text: str) -> datetime:
 
 
 @contextmanager
-def monitored(config: Config, query_names: list[str], application: str,
+def monitored(config: Config, streams: Sequence[Any], application: str,
               echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
-    """The checkpoints of `query_names` held by this process, a SparkSession for the path's
-    `application`, and every query's progress recorded to ops/stream_progress (and given to `echo`)
-    while the block runs."""
+    """The checkpoints of `streams` (shared.streaming.Stream) held by this process, a SparkSession
+    for the path's `application`, and while the block runs every query's progress recorded to
+    ops/stream_progress (and given to `echo`) and served to Prometheus (shared.metrics)."""
     from shared.checkpoints import exclusive
+    from shared.metrics import BrokerOffsets, QueryFacts, listening, require_free_port, serving
     from shared.monitoring import TABLE, recording
     from shared.spark import spark_session
 
-    with exclusive(config.storage.root, query_names, report=say) as locks:
+    with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks:
+        require_free_port(config.metrics, application)  # said before Spark takes seconds to start
         spark = spark_session(config, application=application)
         locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
-        with recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
+        facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
+        with serving(config.metrics, application, facts, BrokerOffsets(config.kafka)) as metrics, \
+                listening(spark, metrics), recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
+            if metrics:
+                say(f"metrics: http://{config.metrics.bind_address}:{config.metrics.port(application)}/metrics")
             yield spark, recorder
 
 

@@ -17,7 +17,7 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     name = hot_pages.STREAM.name
-    with monitored(config, [name], "operational") as (spark, recorder):
+    with monitored(config, [hot_pages.STREAM], "operational") as (spark, recorder):
         say(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
                 f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
                 f"checkpoint {config.checkpoint(name)}")

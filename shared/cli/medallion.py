@@ -21,7 +21,7 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
-    with monitored(config, [stream.name for stream in STREAMS], "analytical", echo) as (spark, recorder):
+    with monitored(config, STREAMS, "analytical", echo) as (spark, recorder):
         say(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
         if not args.available_now:
             pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
@@ -40,7 +40,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    with monitored(config, [hot_pages.STREAM.name], "operational") as (spark, recorder):
+    with monitored(config, [hot_pages.STREAM], "operational") as (spark, recorder):
         say(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
         medallion = MedallionProcess(passthrough(args), config.analytical.niceness, relay=say,

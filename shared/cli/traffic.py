@@ -16,6 +16,7 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
 
     from shared.services.generator import ClickGenerator, TrafficSpec, hot_page_ids, send
     from shared.kafka import ensure_topics, producer_for
+    from shared.progress import Progress
 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     spec = TrafficSpec.for_config(
@@ -46,11 +47,10 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
         + (f"at {args.rate:g}/s" if paced else "as fast as possible")
         + f" (seed {seed}, {args.hot_pages} hot pages, {args.pages} pages)"
     )
-
-    def progress(done: int, total: int, seconds: float) -> None:
-        say(f"  sent {done}/{total} in {seconds:.1f} s ({done / seconds:,.0f}/s)")
-
-    sent = send(generator, producer, topic, count, paced=paced, progress=progress)
+    with Progress("generate", total=count, unit="records") as progress:
+        sent = send(generator, producer, topic, count, paced=paced,
+                    progress=lambda done, total, seconds: progress.update(done))
+        progress.update(sent.records)
     counts = sent.counts
     summary = {
         "topic": topic,

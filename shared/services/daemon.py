@@ -74,10 +74,10 @@ class Daemon:
         if not pid:
             self.pid_file.unlink(missing_ok=True)
             return False
-        _signal(pid, signal.SIGTERM)
+        signal_group(pid, signal.SIGTERM)
         if not self.wait_for_exit(pid, timeout_s):
             log(f"{self.name} did not stop within {timeout_s:g} s, killing it")
-            _signal(pid, signal.SIGKILL)
+            signal_group(pid, signal.SIGKILL)
             self.wait_for_exit(pid, 10)
         self.pid_file.unlink(missing_ok=True)
         return True
@@ -97,14 +97,21 @@ class Daemon:
         return False
 
     def log_tail(self, count: int = 25) -> str:
-        try:
-            lines = self.log_file.read_text(errors="replace").splitlines()
-        except OSError:
-            return "  (no log written)"
-        return "\n".join("  " + line for line in lines[-count:])
+        return log_tail(self.log_file, count)
 
 
-def _signal(pid: int, signum: int) -> None:
+def log_tail(log_file: Path, count: int = 25) -> str:
+    """The last `count` lines of a log, indented, for an error message."""
+    try:
+        lines = log_file.read_text(errors="replace").splitlines()
+    except OSError:
+        return "  (no log written)"
+    return "\n".join("  " + line for line in lines[-count:])
+
+
+def signal_group(pid: int, signum: int) -> None:
+    """Signal the process group `pid` leads (the process alone when that is not allowed); a process
+    already gone is no error."""
     try:
         os.killpg(pid, signum)
     except ProcessLookupError:

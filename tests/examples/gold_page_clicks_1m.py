@@ -50,7 +50,6 @@ TABLE = Table(
         StructField("windowEnd", TimestampType()),
         StructField("clickCount", LongType(), nullable=False),
     ]),
-    deletion_vectors=True,
     z_order=("pageId",),
     suite=suite,
 )

@@ -1,0 +1,106 @@
+"""Every Delta table under a root as three readers outside Spark see it: deltalake, Polars, DuckDB.
+
+Run as a separate process (`python -m tests.readers ROOT`), as an analyst's notebook would be: it
+prints one JSON object, {table: {reader: [row, ...]}}, each row normalised by `normalised` so that
+rows from different readers (and from Spark, in the test) compare equal when they hold the same
+values. A reader that fails on a table gives {"error": "..."} for it instead of rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from datetime import date, datetime, timedelta, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def normalised(value: Any) -> Any:
+    """A value as plain JSON, the same whichever reader produced it: instants as microseconds since
+    the epoch (a naive datetime, as PySpark returns one, is local time), bytes as hex, maps as
+    sorted [key, value] pairs (a dict, a list of pairs or of {key, value} structs)."""
+    if isinstance(value, datetime):
+        aware = value if value.tzinfo else value.astimezone(timezone.utc)
+        return (aware - EPOCH) // timedelta(microseconds=1)
+    if isinstance(value, date):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, dict):
+        if set(value) == {"key", "value"}:
+            return [normalised(value["key"]), normalised(value["value"])]
+        return sorted([str(key), normalised(item)] for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        items = [normalised(item) for item in value]
+        if value and all(isinstance(item, (tuple, dict)) and len(item) == 2 for item in value):
+            return sorted(items, key=json.dumps)  # a map's entries, whose order no reader promises
+        return items
+    return value
+
+
+def rows_of(records: list[dict[str, Any]], columns: list[str]) -> list[list[Any]]:
+    """Records as sorted rows of normalised values, in `columns` order."""
+    return sorted(([normalised(record[column]) for column in columns] for record in records), key=json.dumps)
+
+
+def with_deltalake(path: str, columns: list[str]) -> list[list[Any]]:
+    import pyarrow.fs
+    from deltalake import DeltaTable
+
+    # A concrete pyarrow file system: with deltalake's own (the default), deltalake 1.6.6 and
+    # pyarrow abort the process at exit ("terminate called without an active exception").
+    files = pyarrow.fs.SubTreeFileSystem(str(Path(path).resolve()), pyarrow.fs.LocalFileSystem())
+    return rows_of(DeltaTable(path).to_pyarrow_table(filesystem=files).to_pylist(), columns)
+
+
+def with_polars(path: str, columns: list[str]) -> list[list[Any]]:
+    import polars
+
+    return rows_of(polars.read_delta(path).to_dicts(), columns)
+
+
+def with_duckdb(path: str, columns: list[str]) -> list[list[Any]]:
+    import duckdb
+    from duckdb_extensions import import_extension
+
+    connection = duckdb.connect()
+    import_extension("delta")  # from the duckdb-extension-delta wheel: no download at run time
+    connection.load_extension("delta")
+    # Through Arrow: DuckDB's own Python conversion of time-zoned timestamps needs pytz.
+    return rows_of(connection.execute("SELECT * FROM delta_scan(?)", [path]).to_arrow_table().to_pylist(), columns)
+
+
+READERS: dict[str, Callable[[str, list[str]], list[list[Any]]]] = {
+    "deltalake": with_deltalake, "polars": with_polars, "duckdb": with_duckdb,
+}
+
+
+def tables_under(root: str) -> list[str]:
+    """Table names (paths relative to `root`) of every Delta table under it, checkpoints excluded."""
+    base = Path(root)
+    return sorted(str(log.parent.relative_to(base)) for log in base.rglob("_delta_log")
+                  if "_checkpoints" not in log.parts)
+
+
+def read_everything(root: str, columns: dict[str, list[str]]) -> dict[str, dict[str, Any]]:
+    result: dict[str, dict[str, Any]] = {}
+    for name, table_columns in columns.items():
+        path = str(Path(root) / name)
+        result[name] = {}
+        for reader, read in READERS.items():
+            try:
+                result[name][reader] = read(path, table_columns)
+            except Exception as error:  # reported per table and reader: the test names which failed
+                result[name][reader] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
+    return result
+
+
+if __name__ == "__main__":
+    # argv: ROOT, then a JSON object {table: [column, ...]} (the columns in Spark's order)
+    print(json.dumps(read_everything(sys.argv[1], json.loads(sys.argv[2]))))

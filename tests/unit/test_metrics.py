@@ -1,0 +1,168 @@
+"""shared.metrics: progress reports in, Prometheus series out, read back through the client's own
+text format parser; and the endpoint served over HTTP."""
+
+from __future__ import annotations
+
+import socket
+import urllib.request
+from datetime import datetime, timezone
+
+import pytest
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from shared.config import load_config
+from shared.errors import LakehouseError
+from shared.metrics import QueryFacts, QueryMetrics, serving
+from shared.services.daemon import free_port
+
+FACTS = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True,
+                                 invalid_reasons=("not_json", "bad_event_time", "empty_page_id")),
+         "gold_page_clicks_5s": QueryFacts(trigger_s=10, allowed_lateness_s=600, table="gold/page_clicks_5s",
+                                           expectations=("clickCountPositive", "windowLength"))}
+NOW = 1_800_000_000.0  # the injected clock
+
+
+def progress(batch: int, *, run: str = "r1", rows: int = 100, invalid: dict[str, int] | None = None,
+             end: dict[str, int] | None = None, latest: dict[str, int] | None = None, watermark: str = "1970-01-01T00:00:00.000Z",
+             alerts: int = 0, duration_ms: int = 800, dropped: int = 0) -> dict:
+    """A hot_pages progress report in the shape Spark gives (only the fields the series read)."""
+    invalid = invalid or {}
+    return {
+        "name": "hot_pages", "runId": run, "batchId": batch, "numInputRows": rows,
+        "inputRowsPerSecond": 250.0, "processedRowsPerSecond": 125.0, "durationMs": {"triggerExecution": duration_ms},
+        "eventTime": {"watermark": watermark},
+        "stateOperators": [{"numRowsTotal": 7, "memoryUsedBytes": 2048, "numRowsDroppedByWatermark": dropped}],
+        "sources": [{"endOffset": {"clicks": end or {"0": 10, "1": 20}},
+                     "latestOffset": {"clicks": latest or {"0": 10, "1": 20}}}],
+        "sink": {"numOutputRows": alerts},
+        "observedMetrics": {"parsed_clicks": {"records": rows, "invalid": sum(invalid.values()), **invalid}},
+    }
+
+
+def samples(metrics: QueryMetrics) -> dict[tuple[str, tuple], float]:
+    """(sample name, sorted labels) -> value, parsed from the exposition text a scrape gets."""
+    text = generate_latest(metrics.registry).decode()
+    return {(sample.name, tuple(sorted(sample.labels.items()))): sample.value
+            for family in text_string_to_metric_families(text) for sample in family.samples}
+
+
+def value(metrics: QueryMetrics, name: str, **labels: str) -> float | None:
+    return samples(metrics).get((name, tuple(sorted(labels.items()))))
+
+
+def test_each_batch_counts_once_and_the_series_hold_its_figures():
+    metrics = QueryMetrics(FACTS, clock=lambda: NOW)
+    metrics.started("hot_pages")
+    first = progress(0, rows=100, invalid={"not_json": 2, "bad_event_time": 1}, alerts=3, dropped=4)
+    metrics.progressed(first)
+    metrics.progressed(first)  # the same report again (a relay, a retry): counted once
+    metrics.progressed(progress(1, rows=50, invalid={"not_json": 5}, duration_ms=2500))
+
+    assert value(metrics, "lakehouse_query_up", query="hot_pages") == 1
+    assert value(metrics, "lakehouse_batches_total", query="hot_pages") == 2
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 150
+    assert value(metrics, "lakehouse_invalid_records_total", query="hot_pages", reason="not_json") == 7
+    assert value(metrics, "lakehouse_invalid_records_total", query="hot_pages", reason="bad_event_time") == 1
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 3
+    assert value(metrics, "lakehouse_late_rows_dropped_total", query="hot_pages") == 4
+    assert value(metrics, "lakehouse_last_batch_duration_seconds", query="hot_pages") == 2.5
+    assert value(metrics, "lakehouse_batch_duration_seconds_count", query="hot_pages") == 2
+    assert value(metrics, "lakehouse_batch_duration_seconds_bucket", query="hot_pages", le="1.0") == 1
+    assert value(metrics, "lakehouse_state_rows", query="hot_pages") == 7
+    assert value(metrics, "lakehouse_state_memory_bytes", query="hot_pages") == 2048
+    assert value(metrics, "lakehouse_trigger_interval_seconds", query="hot_pages") == 0
+    assert value(metrics, "lakehouse_watermark_allowed_lateness_seconds", query="hot_pages") == 10
+    assert value(metrics, "lakehouse_last_progress_timestamp_seconds", query="hot_pages") == NOW
+    # A restarted query numbers its batches from its checkpoint: a new run's batch counts.
+    metrics.progressed(progress(1, run="r2", rows=10))
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 160
+
+
+def test_counters_exist_at_zero_from_the_start_so_that_a_first_failure_is_an_increase():
+    metrics = QueryMetrics(FACTS, clock=lambda: NOW)
+    metrics.started("hot_pages")
+    metrics.started("gold_page_clicks_5s")
+    assert value(metrics, "lakehouse_invalid_records_total", query="hot_pages", reason="empty_page_id") == 0
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 0
+    assert value(metrics, "lakehouse_query_failures_total", query="hot_pages") == 0
+    assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
+                 table="gold/page_clicks_5s", expectation="windowLength") == 0
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="gold_page_clicks_5s") is None  # not an alerter
+
+
+def test_expectation_failures_are_labelled_with_the_table_and_the_expectation():
+    metrics = QueryMetrics(FACTS, clock=lambda: NOW)
+    report = {"name": "gold_page_clicks_5s", "runId": "r", "batchId": 3, "numInputRows": 9,
+              "observedMetrics": {"expectations_gold_page_clicks_5s": {
+                  "policy": "fail", "rows": 9, "failed": 2, "dropped": 0, "clickCountPositive": 2, "windowLength": 0}}}
+    metrics.progressed(report)
+    assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
+                 table="gold/page_clicks_5s", expectation="clickCountPositive") == 2
+    assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
+                 table="gold/page_clicks_5s", expectation="windowLength") is None  # not started, none failed
+
+
+def test_the_lag_is_the_brokers_offsets_now_minus_what_the_query_processed():
+    broker: dict[tuple[str, int], int] = {("clicks", 0): 10, ("clicks", 1): 20}
+    metrics = QueryMetrics(FACTS, latest_offsets=lambda topics: dict(broker), clock=lambda: NOW)
+    metrics.progressed(progress(0, end={"0": 10, "1": 15}, latest={"0": 10, "1": 20}))
+    assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 5
+
+    broker.update({("clicks", 0): 400, ("clicks", 1): 520})  # the query is frozen; clicks keep coming
+    assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == (400 - 10) + (520 - 15)
+
+
+def test_without_an_answer_from_the_broker_the_lag_is_what_the_last_batch_saw():
+    metrics = QueryMetrics(FACTS, latest_offsets=lambda topics: None, clock=lambda: NOW)
+    metrics.progressed(progress(0, end={"0": 10, "1": 15}, latest={"0": 12, "1": 40}))
+    assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 2 + 25
+
+
+def test_the_watermark_delay_is_measured_at_scrape_time_and_absent_before_the_first_event():
+    clock = [NOW]
+    metrics = QueryMetrics(FACTS, clock=lambda: clock[0])
+    metrics.progressed(progress(0))  # the epoch: no event yet
+    assert value(metrics, "lakehouse_watermark_delay_seconds", query="hot_pages") is None
+
+    watermark = NOW - 60
+    metrics.progressed(progress(1, watermark=datetime.fromtimestamp(watermark, timezone.utc).isoformat()))
+    clock[0] = NOW + 30
+    assert value(metrics, "lakehouse_watermark_delay_seconds", query="hot_pages") == pytest.approx(
+        NOW + 30 - watermark)
+
+
+def test_a_terminated_query_is_down_and_a_failure_is_counted():
+    metrics = QueryMetrics(FACTS, clock=lambda: NOW)
+    metrics.started("hot_pages")
+    metrics.terminated("hot_pages", failed=True)
+    assert value(metrics, "lakehouse_query_up", query="hot_pages") == 0
+    assert value(metrics, "lakehouse_query_failures_total", query="hot_pages") == 1
+    metrics.started("hot_pages")
+    metrics.terminated("hot_pages", failed=False)
+    assert value(metrics, "lakehouse_query_failures_total", query="hot_pages") == 1
+
+
+def test_the_endpoint_serves_the_series_on_the_configured_port_and_a_taken_port_names_its_key():
+    port = free_port("127.0.0.1")
+    config = load_config(overrides=[f"metrics.operational_port={port}", f"metrics.analytical_port={port + 1}"])
+    with serving(config.metrics, "operational", FACTS) as metrics:
+        metrics.started("hot_pages")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+            text = response.read().decode()
+        assert 'lakehouse_query_up{query="hot_pages"} 1.0' in text
+        assert "process_resident_memory_bytes" in text
+
+        with pytest.raises(LakehouseError, match=f"port {port} on 127.0.0.1 is in use .*metrics.operational_port"):
+            with serving(config.metrics, "operational", FACTS):
+                pass
+    with pytest.raises(OSError):  # the endpoint ended with its block
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_disabled_metrics_serve_nothing_and_equal_ports_are_refused():
+    config = load_config(overrides=["metrics.enabled=false"])
+    with serving(config.metrics, "analytical", FACTS) as metrics:
+        assert metrics is None
+    with pytest.raises(LakehouseError, match="metrics.*operational_port and analytical_port must differ"):
+        load_config(overrides=["metrics.operational_port=9500", "metrics.analytical_port=9500"])

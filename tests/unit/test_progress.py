@@ -1,0 +1,224 @@
+"""Progress of long work (shared.progress): plain lines off a terminal, a bar on one, the mode forced by
+LAKEHOUSE_PROGRESS; and where a backfill's counts come from (shared.streaming: the Kafka backlog, and
+supervise's `on_tick`). No Spark: the clock is injected, the queries are stand-ins."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from shared import streaming
+from shared.errors import LakehouseError
+from shared.progress import ENV, Progress, echo, tracked
+from tests.conftest import make_config
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    """A stream that says it is a terminal."""
+
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.fixture(autouse=True)
+def unforced(monkeypatch):
+    monkeypatch.delenv(ENV, raising=False)
+
+
+def line(label: str, done: int, total: int | None, unit: str, elapsed: float, detail: str = "") -> str:
+    """The plain line expected for these inputs."""
+    of = f" / {total:,} {unit} ({100 * done / total:.1f}%)" if total else f" {unit}"
+    rate = done / elapsed
+    shown_rate = f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}"
+    return f"{label}: {done:,}{of}, {shown_rate} {unit}/s, {elapsed:,.0f} s" + (f", {detail}" if detail else "")
+
+
+def run(stream: io.StringIO, updates: list[tuple[float, int]], **options) -> Progress:
+    clock = Clock()
+    with Progress("[bronze_clicks]", stream=stream, clock=clock, **options) as progress:
+        for now, done in updates:
+            clock.now = now
+            progress.update(done)
+    return progress
+
+
+def test_plain_lines_the_first_then_at_most_one_per_interval_and_always_the_last():
+    out = io.StringIO()
+    updates = [(1, 1_000), (5, 5_000), (11, 11_000), (12, 11_500), (20, 12_345)]
+
+    run(out, updates, total=50_000, unit="rows", interval_s=10)
+
+    assert out.getvalue().splitlines() == [
+        line("[bronze_clicks]", 1_000, 50_000, "rows", 1),      # the first
+        line("[bronze_clicks]", 11_000, 50_000, "rows", 11),    # 10 s after it; 5 s was too soon
+        line("[bronze_clicks]", 12_345, 50_000, "rows", 20),    # the last, on close, 9 s after
+    ]
+    assert "\r" not in out.getvalue() and "\x1b" not in out.getvalue()
+
+
+def test_a_plain_line_reads_as_documented():
+    out = io.StringIO()
+
+    run(out, [(10, 12_345)], total=50_000, unit="rows")
+
+    assert out.getvalue() == "[bronze_clicks]: 12,345 / 50,000 rows (24.7%), 1,234 rows/s, 10 s\n"
+
+
+def test_without_a_total_a_plain_line_has_the_count_a_small_rate_and_the_detail():
+    out, clock = io.StringIO(), Clock()
+    progress = Progress("maintain", unit="tables", stream=out, clock=clock)
+    clock.now = 8
+    progress.update(2, detail="silver/clicks")
+    clock.now = 9
+    progress.close()
+    progress.close()  # once only
+
+    assert out.getvalue().splitlines() == [line("maintain", 2, None, "tables", 8, "silver/clicks"),
+                                           line("maintain", 2, None, "tables", 9, "silver/clicks")]
+    assert out.getvalue().splitlines()[0] == "maintain: 2 tables, 0.25 tables/s, 8 s, silver/clicks"
+
+
+def test_advance_adds_to_the_count_and_a_total_learnt_later_is_shown():
+    out, clock = io.StringIO(), Clock()
+    with Progress("generate", unit="records", stream=out, clock=clock) as progress:
+        clock.now = 2
+        progress.advance(300)
+        progress.advance(200)
+        progress.update(progress.done, total=2_000)
+
+    assert out.getvalue().splitlines() == [line("generate", 300, None, "records", 2),
+                                           line("generate", 500, 2_000, "records", 2)]
+
+
+def test_tracked_names_the_item_being_worked_on_and_ends_at_the_total(capsys):
+    seen = list(tracked(["bronze/clicks", "silver/clicks", "gold/page_clicks_5s"], "maintain", unit="tables"))
+
+    lines = capsys.readouterr().err.splitlines()
+    assert seen == ["bronze/clicks", "silver/clicks", "gold/page_clicks_5s"]
+    assert lines[0].startswith("maintain: 0 / 3 tables (0.0%), ") and lines[0].endswith(", bronze/clicks")
+    assert lines[-1].startswith("maintain: 3 / 3 tables (100.0%), ") and lines[-1].endswith(" s")
+    assert len(lines) == 2  # within 10 s, only the first and the last
+
+
+def test_on_a_terminal_a_bar_is_drawn_in_place_with_the_count():
+    terminal = Terminal()
+
+    progress = run(terminal, [(1, 1_234)], total=5_000, unit="rows")
+
+    assert progress.mode == "bar"
+    output = terminal.getvalue()
+    assert "\r" in output and "[bronze_clicks]" in output and "1234/5000" in output
+    assert output.endswith("\n")  # the bar is left in place, the cursor below it
+
+
+def test_a_message_goes_above_an_open_bar_instead_of_through_it():
+    terminal = Terminal()
+    with Progress("[silver_clicks]", total=10, unit="rows", stream=terminal) as progress:
+        progress.update(3)
+        echo("[silver_clicks] finished", stream=terminal)
+
+    before, message, after = terminal.getvalue().partition("[silver_clicks] finished\n")
+    assert message and before.endswith("\r")  # the bar cleared: the message on a line of its own
+    assert after.startswith("\r[silver_clicks]:")  # and the bar drawn again below it
+
+
+def test_off_prints_nothing_even_on_a_terminal(monkeypatch):
+    monkeypatch.setenv(ENV, "off")
+    terminal, plain = Terminal(), io.StringIO()
+
+    shown = [run(stream, [(1, 10), (30, 20)], total=20, unit="rows").shown for stream in (terminal, plain)]
+
+    assert shown == [False, False]
+    assert terminal.getvalue() == plain.getvalue() == ""
+
+
+def test_plain_can_be_forced_on_a_terminal_and_a_bar_off_one(monkeypatch):
+    monkeypatch.setenv(ENV, "plain")
+    terminal = Terminal()
+    run(terminal, [(10, 12_345)], total=50_000, unit="rows")
+    # one line: the last says nothing the first did not
+    assert terminal.getvalue() == "[bronze_clicks]: 12,345 / 50,000 rows (24.7%), 1,234 rows/s, 10 s\n"
+
+    monkeypatch.setenv(ENV, "bar")
+    log = io.StringIO()
+    assert run(log, [(1, 7)], total=9, unit="rows").mode == "bar" and "\r" in log.getvalue()
+
+
+def test_an_unknown_mode_is_refused_with_the_choices(monkeypatch):
+    monkeypatch.setenv(ENV, "fancy")
+
+    with pytest.raises(LakehouseError, match="LAKEHOUSE_PROGRESS must be one of plain, bar, off, got 'fancy'"):
+        Progress("x", stream=io.StringIO())
+
+
+# -- where a backfill's counts come from (shared.streaming) ----------------------------------
+
+
+def kafka_batch(batch_id: int, rows: int, start: dict | None, latest: dict) -> dict:
+    return {"batchId": batch_id, "numInputRows": rows,
+            "sources": [{"description": "KafkaV2[Subscribe[clicks]]", "startOffset": start, "latestOffset": latest}]}
+
+
+def test_the_backlog_is_the_latest_offsets_minus_the_start_over_every_partition():
+    progress = kafka_batch(4, 0, {"clicks": {"0": 10, "1": 20}}, {"clicks": {"0": 160, "1": 95}})
+
+    assert streaming.ProgressSummary.of(progress).backlog == (160 - 10) + (95 - 20)
+
+
+@pytest.mark.parametrize("start, latest", [
+    (None, {"clicks": {"0": 5}}),                                # the first batch ever: no start offsets
+    ({"clicks": {"0": 1}}, {"clicks": {"0": 5, "1": 9}}),        # a partition with no start
+    ({"sourceVersion": 1, "reservoirVersion": 3}, None),         # a Delta source
+])
+def test_no_backlog_when_the_offsets_do_not_give_it_exactly(start, latest):
+    assert streaming.ProgressSummary.of(kafka_batch(0, 1, start, latest)).backlog is None
+
+
+class FakeQuery:
+    """A query whose batches appear one per poll, then ends."""
+
+    id = "fake"
+    status = {"isTriggerActive": False}
+
+    def __init__(self, batches: list[dict]) -> None:
+        self.batches, self.polls = batches, 0
+
+    @property
+    def recentProgress(self) -> list[dict]:
+        self.polls += 1
+        return self.batches[:self.polls]
+
+    @property
+    def isActive(self) -> bool:
+        return self.polls < len(self.batches)
+
+    def exception(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        pass
+
+
+def test_supervise_ticks_with_the_running_totals_and_the_first_batch_backlog_is_the_total(monkeypatch):
+    monkeypatch.setattr(streaming, "TICK_S", 0.0)
+    start, latest = {"clicks": {"0": 100}}, {"clicks": {"0": 400}}
+    query = FakeQuery([kafka_batch(n, 100, {"clicks": {"0": 100 * (n + 1)}} if n else start, latest) for n in range(3)])
+    ticks: list[tuple[int, int | None]] = []
+
+    totals = streaming.supervise(
+        {"bronze_clicks": lambda: query}, make_config().analytical, seconds=None, report=lambda line: None,
+        on_tick=lambda by_name: ticks.append((by_name["bronze_clicks"].rows, by_name["bronze_clicks"].backlog)))
+
+    assert ticks == [(100, 300), (200, 300), (300, 300)]
+    assert totals["bronze_clicks"].rows == totals["bronze_clicks"].backlog == 300
