@@ -72,10 +72,10 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
     spark = spark_session(config, application="operational")
     jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
-    scraping = ExitStack()
+    scraping, scrapes = ExitStack(), {}
     if scrape_every_s:
-        scraping.enter_context(scraped_endpoint(spark, config, scrape_every_s,
-                                                 Path(local_folder(root) or tempfile.mkdtemp()) / "prometheus"))
+        scrapes = scraping.enter_context(scraped_endpoint(spark, config, scrape_every_s,
+                                                          Path(local_folder(root) or tempfile.mkdtemp()) / "prometheus"))
     query = fast_path.start(spark, config)
     _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
     medallion, separate = [], None
@@ -169,6 +169,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                             for part in _DURATION_PARTS} if data else {},
         "drain_s": round(drain_s, 1),
         "samples": samples,
+        **scrapes,
     }
     if measure_latency:
         result |= time_to_alert(spark, config, load_started + timedelta(seconds=warmup_s))
@@ -178,9 +179,10 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
 
 
 @contextmanager
-def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -> Iterator[None]:
+def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -> Iterator[dict[str, Any]]:
     """The fast path's Prometheus endpoint as `lakehouse operational` serves it, scraped every
-    `every_s` by a real Prometheus (shared.services.prometheus) with the shipped scrape job."""
+    `every_s` by a real Prometheus (shared.services.prometheus) with the shipped scrape job. The
+    dict it yields receives, at the end, how many scrapes there were and their mean duration."""
     from operational.hot_pages import STREAM
     from shared.metrics import BrokerOffsets, QueryFacts, listening, serving
     from shared.services.prometheus import PrometheusServer, missing_reason, tools
@@ -196,8 +198,13 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
     (folder / "prometheus.yml").write_text(json.dumps(scrape))  # JSON is YAML
     facts = {STREAM.name: QueryFacts.of(config, STREAM)}
     with serving(settings, "operational", facts, BrokerOffsets(config.kafka)) as metrics, listening(spark, metrics), \
-            PrometheusServer(folder / "prometheus.yml", folder / "tsdb", log_file=folder / "prometheus.log"):
-        yield
+            PrometheusServer(folder / "prometheus.yml", folder / "tsdb", log_file=folder / "prometheus.log") as server:
+        scrapes: dict[str, Any] = {}
+        yield scrapes
+        for key, expr in (("scrapes", "count_over_time(up[1d])"), ("scrapes_up", "sum_over_time(up[1d])"),
+                          ("scrape_ms_mean", "1000 * avg_over_time(scrape_duration_seconds[1d])")):
+            found = server.query(expr)
+            scrapes[key] = round(float(found[0]["value"][1]), 1) if found else None
 
 
 #: A run is valid only when the traffic delivered at least this share of the offered rate.
