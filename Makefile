@@ -63,7 +63,7 @@ test-unit: setup  ## only the fast unit tests
 test-faults: setup  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input
 	$(BIN)/pytest -m faults $(PYTEST_ARGS)
 
-test-deployment: setup  ## only the deployment suite: both paths on a 2-worker standalone cluster and a SASL_SSL broker
+test-deployment: setup  ## only the deployment suite: a 2-worker standalone cluster, a SASL_SSL broker, Prometheus scraping run
 	$(BIN)/pytest -m deployment $(PYTEST_ARGS)
 
 demo: setup  ## the whole story: broker, traffic, both paths, backfill, alerts, trends, check, reconcile, clean stop

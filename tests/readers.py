@@ -1,14 +1,16 @@
 """Every Delta table under a root as three readers outside Spark see it: deltalake, Polars, DuckDB.
 
-Run as a separate process (`python -m tests.readers ROOT`), as an analyst's notebook would be: it
-prints one JSON object, {table: {reader: [row, ...]}}, each row normalised by `normalised` so that
-rows from different readers (and from Spark, in the test) compare equal when they hold the same
-values. A reader that fails on a table gives {"error": "..."} for it instead of rows.
+Run as a separate process (`python -m tests.readers ROOT COLUMNS`), as an analyst's notebook would
+be: it prints one JSON object, {table: {reader: [row, ...]}}, each row normalised by `normalised` so
+that rows from different readers (and from Spark) compare equal when they hold the same values. A
+reader that fails on a table gives {"error": "..."} for it instead of rows.
+`assert_every_table_reads_alike` runs it and compares with what the test's SparkSession reads.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from datetime import date, datetime, timedelta, timezone
@@ -99,6 +101,28 @@ def read_everything(root: str, columns: dict[str, list[str]]) -> dict[str, dict[
             except Exception as error:  # reported per table and reader: the test names which failed
                 result[name][reader] = {"error": f"{type(error).__name__}: {str(error).splitlines()[0]}"}
     return result
+
+
+def assert_every_table_reads_alike(spark: Any, root: str) -> None:
+    """deltalake, Polars and DuckDB read every table under `root` with the rows Spark reads; the
+    gold 5-second table must not be empty (or nothing would be compared)."""
+    from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+    from analytical.registry import TABLES
+    from shared import PROJECT_ROOT
+
+    names = tables_under(root)
+    assert {str(declared) for declared in TABLES} <= set(names), names
+    frames = {name: spark.read.format("delta").load(f"{root}/{name}") for name in names}
+    columns = {name: frame.columns for name, frame in frames.items()}
+    done = subprocess.run([sys.executable, "-m", "tests.readers", root, json.dumps(columns)],
+                          capture_output=True, text=True, timeout=300, cwd=PROJECT_ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+    outside = json.loads(done.stdout)
+    for name, frame in frames.items():
+        expected = rows_of([row.asDict() for row in frame.collect()], columns[name])
+        assert expected or name != str(GOLD_PAGE_CLICKS_5S), "gold is empty: nothing compared"
+        for reader, rows in outside[name].items():
+            assert rows == expected, f"{reader} reads {name} differently from Spark: {str(rows)[:300]}"
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ from analytical.tables import read_table
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
 from tests.helpers import click, run_lakehouse, send
+from tests.readers import assert_every_table_reads_alike, tables_under
 
 pytestmark = pytest.mark.integration
 
@@ -101,8 +102,8 @@ def test_the_query_command_gives_hot_windows_in_csv_and_as_of_an_older_version(h
     assert [row["pageId"] for row in older] == ["/a", "/a"]
 
 
-def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(history):
-    _, history, _ = history
+def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(spark, history):
+    config, history, _ = history
     again = json.loads(lakehouse(history, "analytical", "--available-now", "--format", "json").stdout)
     assert [layer["query"] for layer in again] == [stream.name for stream in STREAMS]
     assert all(layer["rows"] == 0 for layer in again)
@@ -115,6 +116,10 @@ def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads
     files_read = int(re.search(r"(\d+) data files read", trend.stderr).group(1))
     assert 1 <= files_read <= gold["filesAfter"]
     assert [row.split()[1] for row in trend.stdout.splitlines()[2:]] == ["5", "4"]  # clicks per hour, as a table
+    # Compacted and Z-ordered, and with ops/stream_progress (its maps) written by the commands:
+    # every table still reads the same outside Spark.
+    assert "ops/stream_progress" in tables_under(config.storage.root)
+    assert_every_table_reads_alike(spark, config.storage.root)
 
 
 def test_a_missing_table_says_which_backfill_to_run(config_overrides):
