@@ -4,6 +4,9 @@
 PYTHON   ?= python3
 VENV     := .venv
 BIN      := $(VENV)/bin
+# The fast path's runtime (pyspark 4.3, real-time mode): a virtualenv of its own (shared/runtime.py).
+FAST_VENV := .venv-fast
+FAST_BIN := $(FAST_VENV)/bin
 JARS     := .jars
 TOOLS    := .tools
 MVN      ?= mvn
@@ -15,7 +18,7 @@ PYTEST_ARGS ?=
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(JARS)/spark/.resolved $(JARS)/broker/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## virtualenv, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(JARS)/broker/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m shared.prerequisites
@@ -24,13 +27,26 @@ $(BIN)/.installed: pyproject.toml constraints.txt
 	@echo "setup: virtualenv and Python packages (first run downloads pyspark, ~1-2 min)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
-	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[dev,notebooks,readers]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
+	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[medallion,dev,notebooks,readers]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
+	@touch $@
+
+$(FAST_BIN)/.installed: pyproject.toml constraints-fast.txt
+	@echo "setup: the fast path's virtualenv (pyspark 4.3 for real-time mode; first run ~1-2 min)"
+	@test -x $(FAST_BIN)/python || $(PYTHON) -m venv $(FAST_VENV)
+	@$(FAST_BIN)/python -m pip install -q --upgrade pip > $(FAST_VENV)/pip.log 2>&1 || (cat $(FAST_VENV)/pip.log; exit 1)
+	@$(FAST_BIN)/python -m pip install -q -c constraints-fast.txt -e '.[fast-path,dev]' >> $(FAST_VENV)/pip.log 2>&1 || (cat $(FAST_VENV)/pip.log; exit 1)
 	@touch $@
 
 $(JARS)/spark/.resolved: pom.xml
 	@echo "setup: Spark's jars (Kafka connector, Delta) with Maven into $(JARS)/spark"
 	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
 	@$(MVN) $(MVN_ARGS)$(JARS)/spark -P spark
+	@touch $@
+
+$(JARS)/fast/.resolved: pom.xml
+	@echo "setup: the fast path's Spark jars (Kafka connector) with Maven into $(JARS)/fast"
+	@rm -rf $(JARS)/fast && mkdir -p $(JARS)/fast
+	@$(MVN) $(MVN_ARGS)$(JARS)/fast -P fast
 	@touch $@
 
 $(JARS)/class-archive/.written: $(BIN)/.installed $(JARS)/spark/.resolved
@@ -52,8 +68,9 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m shared.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
-test: setup  ## unit and integration tests (real broker, Spark, Delta); the crash suite is `make test-faults`
+test: setup  ## unit and integration tests (real broker, Spark, Delta) in both runtimes; the crash suite is `make test-faults`
 	$(BIN)/pytest -m "not faults and not deployment" $(PYTEST_ARGS)
+	$(FAST_BIN)/pytest tests/realtime -m "not faults and not deployment" $(PYTEST_ARGS)
 
 test-all: test test-faults test-deployment  ## what CI runs: make test, the crash suite, the deployment suite
 
@@ -73,5 +90,5 @@ clean-run:  ## stop the embedded broker and delete .run/ (broker data, tables, c
 	-@test -x $(BIN)/lakehouse && $(BIN)/lakehouse kafka stop
 	rm -rf .run
 
-clean: clean-run  ## also delete the virtualenv, the jars and .tools/
-	rm -rf $(VENV) $(JARS) $(TOOLS)
+clean: clean-run  ## also delete the virtualenvs, the jars and .tools/
+	rm -rf $(VENV) $(FAST_VENV) $(JARS) $(TOOLS)

@@ -30,15 +30,20 @@ from shared.errors import LakehouseError
 from shared.memory import process_memory_mb
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as say_progress
+from shared.runtime import FAST_PATH, MEDALLION, command_in
 
 #: The configurations compared, as overrides on top of the project's configuration ("tuned").
 PROFILES: dict[str, list[str]] = {
-    "tuned": [],
+    # The default: Spark 4.3's real-time mode, in the fast path's runtime.
+    "real-time": ["operational.mode=real-time"],
+    # The micro-batch engine as the project tunes it.
+    "tuned": ["operational.mode=micro-batch"],
     # Spark's own defaults: 200 shuffle partitions, the HDFS-backed state store, no trigger interval.
-    "spark-defaults": ["spark.shuffle_partitions=200", "spark.state_store=hdfs", "operational.trigger=0 seconds"],
+    "spark-defaults": ["operational.mode=micro-batch", "spark.shuffle_partitions=200", "spark.state_store=hdfs",
+                       "operational.trigger=0 seconds"],
     # The seed article's: RocksDB, one shuffle partition per core, a 5-second processing-time trigger.
-    "seed": ["spark.state_store=rocksdb", f"spark.shuffle_partitions={os.cpu_count() or 2}",
-             "operational.trigger=5 seconds"],
+    "seed": ["operational.mode=micro-batch", "spark.state_store=rocksdb",
+             f"spark.shuffle_partitions={os.cpu_count() or 2}", "operational.trigger=5 seconds"],
 }
 _DURATION_PARTS = ("addBatch", "getBatch", "latestOffset", "queryPlanning", "walCommit", "commitOffsets")
 
@@ -143,9 +148,12 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             time.sleep(0.2)
         generated = json.loads(generator.stdout.read())
         drain_started = time.monotonic()
+        load_ended = datetime.now(timezone.utc)
+        # A real-time batch reports its progress when it ends, a checkpoint interval at most from now.
         _wait(caught_up, drain_timeout_s, "the fast path to catch up", query)
-        caught_up_batch = query.lastProgress["batchId"]
-        _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
+        if config.operational.mode == "micro-batch":
+            caught_up_batch = query.lastProgress["batchId"]
+            _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
         drain_s = time.monotonic() - drain_started
         collect()
     for stream in medallion:
@@ -168,11 +176,15 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         "duration_ms_p50": {part: statistics.median(p["durationMs"].get(part, 0) for p in data)
                             for part in _DURATION_PARTS} if data else {},
         "drain_s": round(drain_s, 1),
+        "mode": config.operational.mode,
         "samples": samples,
         **scrapes,
     }
     if measure_latency:
-        result |= time_to_alert(spark, config, load_started + timedelta(seconds=warmup_s))
+        measured_from = load_started + timedelta(seconds=warmup_s)
+        result |= time_to_alert(spark, config, measured_from)
+        if config.operational.mode == "real-time":
+            result["batch_boundaries"] = batch_boundaries(batches.values(), measured_from, load_ended)
     if local_folder(root) is not None:
         shutil.rmtree(local_folder(root), ignore_errors=True)
     return result
@@ -207,6 +219,16 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
             scrapes[key] = round(float(found[0]["value"][1]), 1) if found else None
 
 
+def batch_boundaries(progresses: Any, start: datetime, end: datetime) -> int:
+    """How many batches ended inside [start, end]: a real-time batch's end is its boundary, where the
+    query commits and starts the next one."""
+    ends = []
+    for progress in progresses:
+        began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
+        ends.append(began + timedelta(milliseconds=progress["durationMs"].get("triggerExecution", 0)))
+    return sum(1 for moment in ends if start <= moment <= end)
+
+
 #: A run is valid only when the traffic delivered at least this share of the offered rate.
 DELIVERED_SHARE = 0.95
 
@@ -236,12 +258,20 @@ def _wait(condition, timeout_s: float, what: str, query) -> None:
 WARMUP_S = 10.0
 
 
+def _profile_config(profile: str, settings: list[str]) -> Config:
+    """The configuration a run of `profile` gets from `settings` (--config=FILE, --set=KEY=VALUE)."""
+    files = [item.split("=", 1)[1] for item in settings if item.startswith("--config=")]
+    overrides = [item.split("=", 1)[1] for item in settings if item.startswith("--set=")]
+    return load_config(files[-1] if files else None, [*overrides, *PROFILES[profile]])
+
+
 def measured_run(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None, scrape_every_s: float = 0.0) -> dict[str, Any]:
-    command = [sys.executable, "-m", "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
-               "--seconds", str(seconds), "--hot-pages", str(hot_pages), "--sample-every", str(sample_every_s),
-               "--drain-timeout", str(drain_timeout_s), "--warmup", str(WARMUP_S if latency else 0.0), *settings]
+    runtime = FAST_PATH if _profile_config(profile, settings).operational.mode == "real-time" else MEDALLION
+    command = command_in(runtime, "operational.benchmarks", "run", "--profile", profile, "--rate", str(rate),
+                         "--seconds", str(seconds), "--hot-pages", str(hot_pages), "--sample-every", str(sample_every_s),
+                         "--drain-timeout", str(drain_timeout_s), "--warmup", str(WARMUP_S if latency else 0.0), *settings)
     if latency:
         command.append("--latency")
     if with_medallion:
@@ -287,9 +317,12 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
         say_progress(f"bench: {profile}: " + summary_line(run))
     ratios = {}
     tuned = results.get("tuned", {}).get("p99_ms")
+    real_time = results.get("real-time", {}).get("p99_ms")
     for profile, result in results.items():
         if profile != "tuned" and tuned and result.get("p99_ms") is not None:
             ratios[f"{profile}_p99_over_tuned"] = round(result["p99_ms"] / tuned, 2)
+        if profile != "real-time" and real_time and result.get("p99_ms") is not None:
+            ratios[f"{profile}_p99_over_real_time"] = round(result["p99_ms"] / real_time, 2)
     report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "configs": results, "ratios": ratios}
     if with_medallion:
         report["isolation_target_met"] = {name: ratios[f"{name}_p99_over_tuned"] <= ISOLATION_TARGET
@@ -297,14 +330,15 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     return report
 
 
-_FIGURES = ("p50_ms", "p95_ms", "p99_ms", "max_ms", "alerts")
+_FIGURES = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "alerts", "missed_windows", "batch_boundaries")
 _TRAFFIC = ("valid", "offered_rate", "delivered_rate", "input_rate")
 
 
 def latency_figures(run: dict[str, Any]) -> dict[str, Any]:
     """A latency run as reported: the traffic, then the figures only when the run is valid (the
     load it measured was the load offered); the rest under details."""
-    figures = {key: run[key] for key in _TRAFFIC} | ({key: run[key] for key in _FIGURES} if run["valid"] else {})
+    figures = {key: run[key] for key in _TRAFFIC} | ({key: run[key] for key in _FIGURES if key in run}
+                                                      if run["valid"] else {})
     return figures | {"details": {key: value for key, value in run.items()
                                   if key not in (*_FIGURES, *_TRAFFIC, "samples") or (key in _FIGURES and not run["valid"])}}
 

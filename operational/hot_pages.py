@@ -1,14 +1,22 @@
-"""The hot-pages stream: Kafka clicks -> alerts on Kafka, about a second after a window turns hot.
+"""The hot-pages stream: Kafka clicks -> alerts on Kafka, as soon as a window turns hot.
 
   page-clicks -> parse (invalid records dropped, counted) -> distinct eventIds per page and
-  5-second window (one stateful operator) -> keep windows over the threshold -> alert records
-  -> hot-pages
+  5-second window -> the windows over the threshold -> alert records -> hot-pages
 
-Update output mode: a window's alert leaves in the micro-batch where its count crosses the
-threshold, and again, with the higher count, in each later batch that adds clicks to it (the
-Kafka sink is at-least-once; readers keep the highest count per alertId). The watermark
-(`hot_pages.watermark` behind the newest event time) closes windows and drops their eventId sets:
-the state is one row per open window, whatever the rate.
+Two modes (`operational.mode`), one rule, one alert record:
+
+  - real-time (Spark 4.3's real-time mode, the fast path's runtime): long-running tasks merge each
+    click into state and emit at once, so a window's first record leaves tens of milliseconds after
+    its crossing click; the count is kept in two operators with constant work per record
+    (`count_first_copies_per_window`), and a record is written at the crossing and at each doubling
+    of it (`is_alerted_count`), never one per click.
+  - micro-batch: one aggregation per window holding its set of eventIds; a window's record leaves
+    in the micro-batch where its count crosses the threshold, and again, with the higher count, in
+    each later batch that adds clicks to it.
+
+Update output mode either way; the Kafka sink is at-least-once, readers keep the highest count per
+alertId. The watermark (`hot_pages.watermark` behind the newest event time) closes windows and
+drops their state.
 """
 
 from __future__ import annotations
@@ -20,31 +28,55 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from shared.alerts import to_alert_records
 from shared.config import Config, HotPagesConfig, QualityConfig, spark_interval
+from shared.errors import LakehouseError
 from shared.kafka import read_clicks_stream, spark_options
 from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import count_distinct_clicks_per_window, hot_windows, with_event_time_watermark
+from shared.rule import (count_distinct_clicks_per_window, count_first_copies_per_window, hot_windows,
+                         is_alerted_count, with_event_time_watermark)
+from shared.runtime import FAST_PATH, real_time_available
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
 from shared.streaming import Stream
 
 
-def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
-    """Kafka click records -> alert records (key, value): the whole fast path, as one transform."""
+def watermarked_events(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
+    """Kafka click records -> the valid events (eventId, pageId, eventTime) under the fast path's watermark."""
     return (
         clicks.transform(parse_clicks, quality)
         .transform(valid_clicks)
         .select("eventId", "pageId", "eventTime")
         .transform(with_event_time_watermark, hot.watermark)
+    )
+
+
+def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
+    """Kafka click records -> alert records (key, value), micro-batch mode: the whole fast path, as one transform."""
+    return (
+        clicks.transform(watermarked_events, hot, quality)
         .transform(count_distinct_clicks_per_window, hot.window)
         .transform(hot_windows, hot.threshold)
         .transform(to_alert_records, hot.threshold)
     )
 
 
+def hot_page_alerts_real_time(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
+    """Kafka click records -> alert records (key, value), real-time mode: a record at the crossing and
+    at each doubling of it."""
+    return (
+        clicks.transform(watermarked_events, hot, quality)
+        .transform(count_first_copies_per_window, hot.window)
+        .where(is_alerted_count(hot.threshold))
+        .transform(to_alert_records, hot.threshold)
+    )
+
+
+TRANSFORMS = {"real-time": hot_page_alerts_real_time, "micro-batch": hot_page_alerts}
+
+
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """The clicks topic -> the alerts topic (the roots are unused: the fast path reads and writes Kafka)."""
     clicks = read_clicks_stream(spark, config.kafka, config.operational)
     return (
-        clicks.transform(hot_page_alerts, config.hot_pages, config.quality)
+        clicks.transform(TRANSFORMS[config.operational.mode], config.hot_pages, config.quality)
         .writeStream.format("kafka")
         .options(**spark_options(config.kafka))
         .option("topic", config.kafka.topics.alerts)
@@ -62,7 +94,14 @@ def start(spark: SparkSession, config: Config) -> StreamingQuery:
     """
     root = config.storage.root
     writer = STREAM.writer_at(spark, config, root, root)
-    writer = writer.trigger(processingTime=spark_interval(STREAM.trigger_interval(config)))
+    if config.operational.mode == "real-time":
+        if not real_time_available():
+            raise LakehouseError(
+                f"operational.mode is real-time, which needs Spark 4.3: run it in the {FAST_PATH.name} runtime "
+                f"({FAST_PATH.python}, made by `make setup`) or set operational.mode=micro-batch")
+        writer = writer.trigger(realTime=spark_interval(config.operational.real_time.checkpoint_interval))
+    else:
+        writer = writer.trigger(processingTime=spark_interval(STREAM.trigger_interval(config)))
     # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
     with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}), \
             scheduler_pool(spark, OPERATIONAL_POOL):

@@ -82,11 +82,11 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:
-    """p50, p95, p99 (nearest rank) and max of `values` (sorted), in the unit given."""
+    """p50, p95, p99, p99.9 (nearest rank) and max of `values` (sorted), in the unit given."""
     if not values:
-        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None}
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
 
     def rank(p: float) -> float:
         return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
 
-    return {"p50_ms": rank(50), "p95_ms": rank(95), "p99_ms": rank(99), "max_ms": values[-1]}
+    return {"p50_ms": rank(50), "p95_ms": rank(95), "p99_ms": rank(99), "p999_ms": rank(99.9), "max_ms": values[-1]}

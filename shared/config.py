@@ -193,7 +193,29 @@ class KafkaSourceSettings(Supervision):
 ApplicationConf = dict[str, str | int | float | bool]
 
 
+class RealTimeSettings(_Section):
+    """The fast path in Spark's real-time mode (CONTRACT.md, "The rule")."""
+
+    #: trigger(realTime=...): how long one long-running batch lasts, so how often offsets and state
+    #: are committed and how much a crash replays. Spark refuses less than 5 seconds.
+    checkpoint_interval: Duration
+    #: Concurrent tasks of a local master: every source partition and shuffle partition holds one.
+    task_slots: int = Field(ge=2)
+    shuffle_partitions: int = Field(ge=1)
+
+    @field_validator("checkpoint_interval")
+    @classmethod
+    def _at_least_five_seconds(cls, value: timedelta) -> timedelta:
+        if value < timedelta(seconds=5):
+            raise ValueError("Spark's real-time mode needs at least 5 seconds")
+        return value
+
+
 class OperationalConfig(KafkaSourceSettings):
+    #: real-time: Spark 4.3's real-time mode (the fast path's runtime, .venv-fast); micro-batch: the
+    #: micro-batch engine on either runtime, for deployments that cannot run Spark 4.3.
+    mode: Literal["real-time", "micro-batch"]
+    real_time: RealTimeSettings
     trigger: Duration
     spark_conf: ApplicationConf
     batches_to_retain: int = Field(ge=1)

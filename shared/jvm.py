@@ -46,7 +46,7 @@ def java_executable() -> str:
 
 
 def jars(kind: str) -> list[Path]:
-    """The jars of `.jars/<kind>` ('spark' or 'broker'); a clear error when set-up has not run."""
+    """The jars of `.jars/<kind>` ('spark', 'fast' or 'broker'); a clear error when set-up has not run."""
     folder = JARS_DIR / kind
     found = sorted(folder.glob("*.jar"))
     if not found:
@@ -66,8 +66,10 @@ def archive_path() -> Path:
     moved install gets a new name, so a stale archive is never used."""
     import pyspark
 
+    from shared.runtime import current
+
     identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__, pyspark.__file__,
-                          *(str(path) for path in jars("spark"))])  # CDS checks the class path itself
+                          *(str(path) for path in jars(current().jars))])  # CDS checks the class path itself
     return ARCHIVE_DIR / f"spark-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
 

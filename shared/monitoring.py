@@ -104,7 +104,7 @@ class ProgressRecorder(StreamingQueryListener):
     --progress-json` prints them for `lakehouse run`, whose console view `show`s them.
     """
 
-    def __init__(self, spark: SparkSession, path: str, echo: Callable[[str], None] | None = None):
+    def __init__(self, spark: SparkSession, path: str | None, echo: Callable[[str], None] | None = None):
         self.spark = spark
         self.path = path
         self._echo = echo
@@ -132,6 +132,13 @@ class ProgressRecorder(StreamingQueryListener):
         """Put another process's query in the console view (that process records its own progress)."""
         row = progress_row(progress)
         with self._lock:
+            self.latest[row.queryName] = row
+
+    def record(self, progress: dict[str, Any]) -> None:
+        """Record and show another process's progress: the fast path's, whose runtime has no Delta."""
+        row = progress_row(progress)
+        with self._lock:
+            self._queue.append(row)
             self.latest[row.queryName] = row
 
     def onQueryIdle(self, event: Any) -> None:
@@ -164,7 +171,7 @@ class ProgressRecorder(StreamingQueryListener):
         processes append to it, and two first commits would race for version 0."""
         from delta.tables import DeltaTable
 
-        if not DeltaTable.isDeltaTable(self.spark, self.path):
+        if self.path is not None and not DeltaTable.isDeltaTable(self.spark, self.path):
             self.spark.createDataFrame([], SCHEMA).write.format("delta").mode("append").save(self.path)
 
     def flush(self) -> int:
@@ -173,7 +180,7 @@ class ProgressRecorder(StreamingQueryListener):
         with self._lock:
             rows = list(self._queue)
             self._queue.clear()
-        if not rows:
+        if not rows or self.path is None:
             return 0
         try:
             self.spark.createDataFrame(rows, SCHEMA).write.format("delta").mode("append").save(self.path)
@@ -201,11 +208,13 @@ class ProgressRecorder(StreamingQueryListener):
 
 
 @contextmanager
-def recording(spark: SparkSession, path: str,
+def recording(spark: SparkSession, path: str | None,
               echo: Callable[[str], None] | None = None) -> Iterator[ProgressRecorder]:
-    """Record every query's progress to the Delta table at `path` while the block runs."""
+    """Record every query's progress to the Delta table at `path` while the block runs (None: a runtime
+    without Delta, whose progress only goes to `echo` and the console view)."""
     recorder = ProgressRecorder(spark, path, echo)
-    recorder.create_table()
+    if path is not None:
+        recorder.create_table()
     spark.streams.addListener(recorder)
     try:
         yield recorder

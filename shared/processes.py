@@ -14,6 +14,9 @@ someone finds it (observed with `lakehouse run`'s medallion process). Linux's pa
   - any other child (the broker's JVM, the Spark JVM that PySpark launches: `shared.spark`) is
     started through `setpriv --pdeathsig KILL` (util-linux).
 
+`FastPathProcess`: the fast path in its own runtime (Spark 4.3, real-time mode), its progress recorded
+by the process that started it.
+
 `MedallionProcess`: the medallion beside the fast path, as a separate, lower-priority application.
 Measured (`lakehouse bench latency --with-medallion`, operational/README.md, "Isolation"): with the four medallion
 streams in the fast path's own Spark application, FAIR pools and all, p99 time-to-alert was 2.09
@@ -38,6 +41,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shared.errors import MissingDependencyError
+from shared.runtime import FAST_PATH, MEDALLION, command_in
 
 PARENT_ENV = "LAKEHOUSE_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
@@ -79,20 +83,19 @@ def dying_with_parent(command: Sequence[str]) -> list[str]:
 BROKER_WAIT_S = 120.0
 
 
-class MedallionProcess:
-    """`lakehouse analytical --progress-json` in a child process under `nice`.
+class PathProcess:
+    """One path's `lakehouse` command in a child process of its own, in its path's runtime.
 
     Its stderr lines go to `relay`; its progress reports (JSON lines on its stdout) to `on_progress`.
-    The child records its own progress to ops/stream_progress and holds its own checkpoint locks.
+    The child holds its own checkpoint locks.
     """
 
-    def __init__(self, config_args: Sequence[str], niceness: int, relay: Callable[[str], None],
+    describe = "the child process"
+
+    def __init__(self, command: Sequence[str], relay: Callable[[str], None],
                  on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
         self._process = subprocess.Popen(
-            ["nice", "-n", str(niceness), sys.executable, "-m", "shared.cli", "analytical", "--progress-json",
-             f"--wait-for-broker={BROKER_WAIT_S:g}",
-             *config_args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # Its own process group, so a terminal's Ctrl-C reaches only the parent, which stops it in
             # order; but not its own session: with sched_autogroup (Linux's default) a new session is
             # a new CPU group scheduled as an equal of the parent's, and `nice` would no longer yield
@@ -133,7 +136,7 @@ class MedallionProcess:
         if self._process.poll() in (None, 0):
             return None
         self._join()
-        return self.last_error or f"the medallion process exited with {self._process.returncode}"
+        return self.last_error or f"{self.describe} exited with {self._process.returncode}"
 
     def stop(self, timeout_s: float = 120) -> None:
         """SIGTERM: it stops its queries cleanly; SIGKILL only if it hangs."""
@@ -149,3 +152,28 @@ class MedallionProcess:
     def _join(self) -> None:
         for reader in self._readers:
             reader.join(timeout=10)
+
+
+class MedallionProcess(PathProcess):
+    """`lakehouse analytical --progress-json` in the medallion's runtime, under `nice`; it records its
+    own progress to ops/stream_progress."""
+
+    describe = "the medallion process"
+
+    def __init__(self, config_args: Sequence[str], niceness: int, relay: Callable[[str], None],
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+        super().__init__(["nice", "-n", str(niceness), *command_in(
+            MEDALLION, "shared.cli", "analytical", "--progress-json", f"--wait-for-broker={BROKER_WAIT_S:g}",
+            *config_args)], relay, on_progress)
+
+
+class FastPathProcess(PathProcess):
+    """`lakehouse operational --progress-json` in the fast path's runtime (real-time mode needs Spark
+    4.3, which has no Delta): its progress reports reach `on_progress`, which records them."""
+
+    describe = "the fast path's process"
+
+    def __init__(self, config_args: Sequence[str], relay: Callable[[str], None],
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+        super().__init__(command_in(FAST_PATH, "shared.cli", "operational", "--progress-json", *config_args),
+                         relay, on_progress)

@@ -98,6 +98,24 @@ def count_distinct_clicks_per_window(events: DataFrame, window: timedelta) -> Da
     )
 
 
+def count_first_copies_per_window(events: DataFrame, window: timedelta) -> DataFrame:
+    """pageId, windowStart, windowEnd, clickCount: the same count as `count_distinct_clicks_per_window`,
+    in two stateful operators whose work per record is constant.
+
+    The first copy of each (page, window, eventId) is kept (`dropDuplicates`, whose state the
+    watermark trims once a window has closed), then each page's window counts its rows. Spark's
+    real-time mode merges every record into state and emits at once, so the count passes through
+    every value: a set per window would be rewritten whole for each record.
+    """
+    return (
+        events.withColumn("window", _tumbling_window(window))
+        .dropDuplicates(["pageId", "window", "eventId"])
+        .groupBy("window", "pageId")
+        .agg(F.count(F.lit(1)).alias("clickCount"))
+        .transform(with_window_bounds)
+    )
+
+
 def with_window_bounds(windows: DataFrame) -> DataFrame:
     """The window struct as windowStart and windowEnd columns, in WINDOW_COLUMNS order."""
     return windows.select(
@@ -122,6 +140,27 @@ def crossing_count(threshold: int) -> int:
     """The count at which a window turns hot, the first `is_hot` accepts: its crossing click is the
     window's `crossing_count`-th distinct eventId (time-to-alert measures from it)."""
     return threshold + 1
+
+
+def is_alerted_count(threshold: int) -> Column:
+    """The counts a real-time alert record is written at: the crossing (`crossing_count`) and each
+    doubling of it (2x, 4x, 8x, ...). A window therefore gets its first record at the crossing and at
+    most log2(final count / crossing) more, whatever the rate: the highest is the largest of these
+    counts the window reached (`alerted_count`).
+    """
+    count = F.col("clickCount").cast("long")
+    crossing = F.lit(crossing_count(threshold)).cast("long")
+    quotient = F.floor(count / crossing).cast("long")
+    return (count % crossing == 0) & (quotient >= 1) & (quotient.bitwiseAND(quotient - 1) == 0)
+
+
+def alerted_count(count: int, threshold: int) -> int | None:
+    """The highest count a real-time alert record carries for a window whose count reached `count`:
+    the largest of `is_alerted_count`'s counts not above it (None: never hot)."""
+    crossing = crossing_count(threshold)
+    if count < crossing:
+        return None
+    return crossing * (1 << ((count // crossing).bit_length() - 1))
 
 
 def mark_hot(windows: DataFrame, threshold: int) -> DataFrame:

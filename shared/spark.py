@@ -1,7 +1,8 @@
 """The one place a SparkSession is made.
 
-It carries everything every query needs: the Maven-resolved jars (Kafka connector, Delta) as
-local paths in `spark.jars`, the Delta extensions, UTC as the session time zone (window bounds and
+It carries everything every query needs: the Maven-resolved jars of this interpreter's runtime
+(shared.runtime: Kafka connector, and Delta in the medallion's) as local paths in `spark.jars`, the
+Delta extensions where Delta is installed, UTC as the session time zone (window bounds and
 alert timestamps are UTC), the state store and shuffle partitions from config, quiet logs.
 `spark.jars` and JVM options only take effect for the first session a process makes, which is why
 nothing else in the project builds one.
@@ -21,6 +22,7 @@ from shared.config import Config
 from shared.storage import local_folder
 from shared.jvm import class_archive_option, jars, java_executable
 from shared.processes import dying_with_parent
+from shared.runtime import current as current_runtime
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -50,12 +52,13 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
     driver maps this install's class-data archive when `class_archive` and it exists. A path's
     `application` is named after it and gets its `spark_conf` (on a cluster, the cores it takes)."""
     spark = config.spark
+    runtime = current_runtime()
     archive = class_archive_option() if class_archive else None
     settings: dict[str, str] = {
         "spark.master": spark.master,
         "spark.app.name": f"{spark.app_name}-{application}" if application else spark.app_name,
         "spark.driver.memory": spark.driver_memory,
-        "spark.jars": ",".join(str(jar) for jar in jars("spark")),
+        "spark.jars": ",".join(str(jar) for jar in jars(runtime.jars)),
         "spark.driver.extraJavaOptions": " ".join([
             f"-Dlog4j2.configurationFile={PROJECT_ROOT / 'conf' / 'log4j2.properties'}",
             # A query stopped while its foreachBatch function is in the JVM gets an interrupt that
@@ -67,8 +70,6 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
             f"-Xss{THREAD_STACK}",
             *([archive] if archive else []),
         ]),
-        "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-        "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         # Delta rebuilds a table's snapshot from its log with 50 tasks by default: on a few cores that
@@ -84,6 +85,11 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": str(PROJECT_ROOT / "conf" / "fairscheduler.xml"),
     }
+    if runtime.delta:
+        settings |= {
+            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        }
     if spark.state_store == "rocksdb":
         prefix = "spark.sql.streaming.stateStore.rocksdb"
         settings |= {
@@ -96,9 +102,21 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
     if local_folder(config.storage.root) is not None:
         settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
+    if application == "operational" and config.operational.mode == "real-time":
+        settings |= real_time_conf(config)
     settings |= {key: str(value) for key, value in spark.conf.items()}
     if application:
         settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
+    return settings
+
+
+def real_time_conf(config: Config) -> dict[str, str]:
+    """What the fast path's application needs in real-time mode: a task slot for every long-running
+    task (one per source partition and per shuffle partition, all at once) and few shuffle partitions."""
+    real_time = config.operational.real_time
+    settings = {"spark.sql.shuffle.partitions": str(real_time.shuffle_partitions)}
+    if config.spark.master.startswith("local"):
+        settings["spark.master"] = f"local[{real_time.task_slots}]"
     return settings
 
 

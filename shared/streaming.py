@@ -247,6 +247,7 @@ def supervise(
     status_lines: bool = True,
     until: Callable[[], bool] | None = None,
     on_tick: Callable[[dict[str, RunningTotals]], None] | None = None,
+    batch_end_wait_s: float | None = None,
 ) -> dict[str, RunningTotals]:
     """Run the queries `starters` start (name -> start function) side by side.
 
@@ -260,6 +261,8 @@ def supervise(
     `on_status` (the progress recorder's flush and console view), and once more at the end.
     `until`: stop as soon as it returns True (checked at each status interval).
     `on_tick`: called with the totals every TICK_S, for a live view finer than the status lines.
+    `batch_end_wait_s`: how long a stop waits for the queries to be between batches (default
+    BATCH_END_WAIT_S; 0 for a real-time query, which is always in a batch).
     """
     totals = {name: RunningTotals() for name in starters}
     restarts = dict.fromkeys(starters, 0)
@@ -313,12 +316,34 @@ def supervise(
                     next_status = time.monotonic() + settings.status_interval_s
                 stop.event.wait(0.25)
         finally:
-            stop_between_batches(list(running.values()))
+            stop_between_batches(list(running.values()),
+                                 BATCH_END_WAIT_S if batch_end_wait_s is None else batch_end_wait_s)
             for name, query in running.items():
                 totals[name].add(query.recentProgress)
             if on_status is not None:
                 on_status()
     return totals
+
+
+def await_stop(settings: Supervision, *, seconds: float | None, report: Callable[[str], None],
+               until: Callable[[], bool], on_status: Callable[[], None] | None = None) -> None:
+    """What a command whose queries run in child processes does meanwhile: wait for SIGINT/SIGTERM,
+    `seconds`, or `until()` (a child ended), calling `on_status` every status interval and at the end."""
+    deadline = time.monotonic() + seconds if seconds else None
+    with StopRequest() as stop:
+        try:
+            while True:
+                wait = settings.status_interval_s if deadline is None else \
+                    max(0.0, min(settings.status_interval_s, deadline - time.monotonic()))
+                if stop.event.wait(wait) or until() or (deadline and time.monotonic() >= deadline):
+                    why = "stop requested" if stop.event.is_set() else "done" if until() else f"{seconds:g} s elapsed"
+                    report(f"{why}: stopping")
+                    return
+                if on_status is not None:
+                    on_status()
+        finally:
+            if on_status is not None:
+                on_status()
 
 
 #: How often `supervise` calls its `on_tick`, in seconds.

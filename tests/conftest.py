@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from shared.config import Config, load_config
+from shared.runtime import real_time_available
 
 
 def free_port() -> int:
@@ -23,7 +24,10 @@ def free_port() -> int:
 
 #: Crafted events carry fixed dates (2026-11-22 10:00 UTC) that may lie ahead of the machine's
 #: clock, so silver's clock-skew expectation is widened to ten years (87600 hours) in tests.
-TEST_SETTINGS = ("spark.ui_enabled=false", "quality.max_clock_skew=87600 hours")
+#: The fast path runs in the mode of the interpreter's runtime: real-time in the fast path's (the
+#: tests in tests/realtime), micro-batch in the medallion's (whose tests start it in-process).
+TEST_SETTINGS = ("spark.ui_enabled=false", "quality.max_clock_skew=87600 hours",
+                 f"operational.mode={'real-time' if real_time_available() else 'micro-batch'}")
 
 
 def make_config(*overrides: str) -> Config:
@@ -35,7 +39,7 @@ def make_config(*overrides: str) -> Config:
 def spark():
     from shared.spark import spark_session
 
-    session = spark_session(make_config())
+    session = spark_session(make_config(), application="operational" if real_time_available() else None)
     yield session
     session.stop()
 

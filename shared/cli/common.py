@@ -69,10 +69,12 @@ def monitored(config: Config, streams: Sequence[Any], application: str,
               echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
     """The checkpoints of `streams` (shared.streaming.Stream) held by this process, a SparkSession
     for the path's `application`, and while the block runs every query's progress recorded to
-    ops/stream_progress (and given to `echo`) and served to Prometheus (shared.metrics)."""
+    ops/stream_progress (where the runtime has Delta; the fast path's parent records it otherwise),
+    given to `echo` and served to Prometheus (shared.metrics)."""
     from shared.checkpoints import exclusive
     from shared.metrics import BrokerOffsets, QueryFacts, listening, require_free_port, serving
     from shared.monitoring import TABLE, recording
+    from shared.runtime import current
     from shared.spark import spark_session
 
     with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks:
@@ -81,10 +83,41 @@ def monitored(config: Config, streams: Sequence[Any], application: str,
         locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
         facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
         with serving(config.metrics, application, facts, BrokerOffsets(config.kafka)) as metrics, \
-                listening(spark, metrics), recording(spark, config.path(*TABLE.split("/")), echo) as recorder:
+                listening(spark, metrics), \
+                recording(spark, config.path(*TABLE.split("/")) if current().delta else None, echo) as recorder:
             if metrics:
                 say(f"metrics: http://{config.metrics.bind_address}:{config.metrics.port(application)}/metrics")
             yield spark, recorder
+
+
+def recording_children(config: Config, args: argparse.Namespace, start: Callable[[Any], Sequence[Any]]) -> None:
+    """Run queries in child processes (shared.processes.PathProcess) that `start` starts, given the
+    progress recorder, until a signal, `args.seconds` or a child's end; this process records their
+    progress to ops/stream_progress and prints the console view every status interval. Used where
+    the fast path runs in its own runtime (real-time mode), which has no Delta to record with."""
+    from shared.errors import LakehouseError
+    from shared.monitoring import TABLE, recording
+    from shared.spark import spark_session
+    from shared.streaming import await_stop
+
+    spark = spark_session(config)
+    with recording(spark, config.path(*TABLE.split("/"))) as recorder:
+        children = start(recorder)
+
+        def status() -> None:
+            recorder.flush()
+            if recorder.latest:
+                say(recorder.console_view())
+
+        try:
+            await_stop(config.operational, seconds=args.seconds, report=say,
+                       until=lambda: any(child.ended for child in children), on_status=status)
+        finally:
+            for child in children:
+                child.stop()
+    for child in children:
+        if child.failed:
+            raise LakehouseError(child.failed)
 
 
 def passthrough(args: argparse.Namespace) -> list[str]:

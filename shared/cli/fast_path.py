@@ -6,26 +6,42 @@ import argparse
 import json
 from typing import Any
 
-from shared.cli.common import monitored, positive, say, table
+from shared.cli.common import monitored, passthrough, positive, recording_children, say, table
 from shared.config import Config
 
 
 def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
+    from shared.runtime import real_time_available
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    real_time = config.operational.mode == "real-time"
+    if real_time and not real_time_available():
+        return _operational_in_its_runtime(config, args)
     name = hot_pages.STREAM.name
-    with monitored(config, [hot_pages.STREAM], "operational") as (spark, recorder):
-        say(f"hot pages: {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, more than "
-                f"{config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
-                f"checkpoint {config.checkpoint(name)}")
+    echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
+    with monitored(config, [hot_pages.STREAM], "operational", echo) as (spark, recorder):
+        say(f"hot pages ({config.operational.mode}): {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, "
+            f"more than {config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
+            f"checkpoint {config.checkpoint(name)}")
         totals = supervise(hot_pages.starters(spark, config), config.operational,
-                           seconds=args.seconds, report=say, on_status=recorder.flush)
+                           seconds=args.seconds, report=say, on_status=recorder.flush,
+                           status_lines=not args.progress_json, batch_end_wait_s=0 if real_time else None)
     done = totals[name]
     say(f"[{name}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
             f"{done.dropped_by_watermark:,} dropped as too late")
+    return 0
+
+
+def _operational_in_its_runtime(config: Config, args: argparse.Namespace) -> int:
+    """Real-time mode typed in the medallion's runtime: the query runs in a child process in the fast
+    path's runtime (Spark 4.3); this process records its progress to ops/stream_progress (Delta)."""
+    from shared.processes import FastPathProcess
+
+    recording_children(config, args, lambda recorder: [
+        FastPathProcess(passthrough(args), relay=say, on_progress=recorder.record)])
     return 0
 
 
@@ -61,6 +77,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Run the fast path until stopped (SIGINT/SIGTERM stop it cleanly, exit 0) or for --seconds. "
         "A restart resumes from its checkpoint. Prints a status line every operational.status_interval_s.")
     operational.add_argument("--seconds", type=positive(float), help="stop after this long (default: run until stopped)")
+    operational.add_argument("--progress-json", action="store_true",
+                             help="print each progress report as a JSON line on stdout (for a parent that records it)")
     operational.set_defaults(handler=cmd_operational)
 
     alerts = commands.add_parser(

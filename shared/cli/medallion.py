@@ -7,7 +7,8 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.cli.common import monitored, passthrough, positive, print_rows, say, table, window_range_options
+from shared.cli.common import (monitored, passthrough, positive, print_rows, recording_children, say, table,
+                               window_range_options)
 from shared.config import Config
 from shared.errors import LakehouseError
 
@@ -36,10 +37,19 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
-    from shared.processes import MedallionProcess
+    from shared.processes import FastPathProcess, MedallionProcess
+    from shared.runtime import real_time_available
     from shared.streaming import supervise
 
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    if config.operational.mode == "real-time" and not real_time_available():
+        say(f"both paths from {config.kafka.topics.clicks}: the fast path (real-time mode, its own runtime) alerting "
+            f"to {config.kafka.topics.alerts}, the medallion under {config.storage.root} in a low-priority process")
+        recording_children(config, args, lambda recorder: [
+            FastPathProcess(passthrough(args), relay=say, on_progress=recorder.record),
+            MedallionProcess(passthrough(args), config.analytical.niceness, relay=say, on_progress=recorder.show)])
+        say("stopped; `lakehouse status` summarises the recorded progress")
+        return 0
     with monitored(config, [hot_pages.STREAM], "operational") as (spark, recorder):
         say(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")

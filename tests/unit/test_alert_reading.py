@@ -35,8 +35,8 @@ def test_records_that_are_not_alerts_are_set_aside_with_the_reason():
 def test_percentiles_use_nearest_rank():
     values = list(range(1, 101))
 
-    assert percentiles(values) == {"p50_ms": 50, "p95_ms": 95, "p99_ms": 99, "max_ms": 100}
-    assert percentiles([]) == {"p50_ms": None, "p95_ms": None, "p99_ms": None, "max_ms": None}
+    assert percentiles(values) == {"p50_ms": 50, "p95_ms": 95, "p99_ms": 99, "p999_ms": 100, "max_ms": 100}
+    assert percentiles([]) == {"p50_ms": None, "p95_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
 
 
 def test_lag_slope_tells_growth_from_noise():
