@@ -12,12 +12,14 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
+import pytest
 from pyspark.sql import functions as F
 
 from analytical.reconciliation import FastPathHistory, fast_path_model
-from operational.hot_pages import hot_page_alerts
+from operational.hot_pages import hot_page_alerts, watermarked_events
 from operational.time_to_alert import crossing_clicks
-from shared.rule import assign_window
+from shared.rule import (alerted_count, assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
+                         is_alerted_count)
 from tests.conftest import make_config
 from tests.helpers import click
 
@@ -87,3 +89,35 @@ def test_time_to_alert_measures_from_the_click_that_turns_each_alerted_window_ho
     # /a 10:00:00: a0, a1, a2 are its first three distinct clicks (offsets 0-2); /a 10:00:10: c0, c1, c2
     # (offsets 9-11); the copies of a1 and a3 (offsets 5, 6) come after and count once.
     assert sorted(crossings.values()) == [start + timedelta(milliseconds=2), start + timedelta(milliseconds=11)]
+
+
+def test_the_real_time_count_is_the_micro_batch_count(spark):
+    """The two modes' counts (one set per window; first copies then a count) agree window by window."""
+    config = make_config(f"kafka.topics.clicks={TOPIC}")
+    received = datetime.fromisoformat("2026-11-22 10:00:30")
+    kafka = spark.createDataFrame([(b"k", value, TOPIC, 0, offset, received) for offset, value in enumerate(records())],
+                                  "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
+    events = kafka.transform(watermarked_events, config.hot_pages, config.quality)
+
+    def counts(transform) -> dict:
+        return {(row.pageId, row.windowStart): row.clickCount
+                for row in events.transform(transform, config.hot_pages.window).collect()}
+
+    assert counts(count_first_copies_per_window) == counts(count_distinct_clicks_per_window)
+    assert len(counts(count_first_copies_per_window)) == 5
+
+
+@pytest.mark.parametrize("threshold", [0, 2, 20, 5000])
+def test_real_time_records_are_written_at_the_crossing_and_each_doubling(spark, threshold):
+    near_doublings = {(threshold + 1) * 2 ** k + d for k in range(8) for d in (-1, 0, 1)}
+    counts = sorted(set(range(0, 200)) | near_doublings)
+    frame = spark.createDataFrame([(c,) for c in counts], "clickCount long")
+    written = sorted(row.clickCount for row in frame.where(is_alerted_count(threshold)).collect())
+    doublings = [(threshold + 1) * 2 ** k for k in range(40)]
+
+    assert written == [c for c in counts if c in doublings]
+    assert written[0] == threshold + 1
+    # the highest record of a window whose count reached c: the largest doubling not above c
+    for count in counts:
+        expected = max((d for d in doublings if d <= count), default=None)
+        assert alerted_count(count, threshold) == expected

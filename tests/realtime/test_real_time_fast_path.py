@@ -1,0 +1,149 @@
+"""The fast path in Spark 4.3's real-time mode, on the real broker: crafted clicks in, alerts out.
+
+Threshold 20: a window's first alert record is its 21st distinct eventId, later ones its 42nd, 84th,
+... (CONTRACT.md, "Alerts"). The expected records are computed here from the clicks sent. A real-time
+query never finishes a batch on its own, so the tests wait on the alerts topic and on the progress
+reports each batch boundary writes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from operational import hot_pages
+from shared.kafka import consumer_for, ensure_topics
+from tests.conftest import make_config
+from tests.helpers import click, send, wait_for
+
+pytestmark = pytest.mark.integration
+
+THRESHOLD = 20
+DAY = "2026-11-22"
+
+
+@pytest.fixture
+def real_time(spark, config, config_overrides):
+    """Start the real-time query with a given checkpoint interval on this test's topics; always stopped."""
+    started = []
+
+    def start(checkpoint_interval: str):
+        settings = make_config(*config_overrides, f"hot_pages.threshold={THRESHOLD}",
+                               "operational.starting_offsets=earliest", "operational.mode=real-time",
+                               f"operational.real_time.checkpoint_interval={checkpoint_interval}")
+        ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
+        query = hot_pages.start(spark, settings)
+        started.append(query)
+        return settings, query
+
+    yield start
+    for query in started:
+        query.stop()
+
+
+def alert_records(config) -> list[dict]:
+    consumer = consumer_for(config.kafka, config.kafka.topics.alerts, consumer_timeout_ms=500)
+    try:
+        return [json.loads(record.value) | {"key": record.key.decode()} for record in consumer]
+    finally:
+        consumer.close()
+
+
+def clicks(page: str, first: int, count: int, second: str) -> list[bytes]:
+    """`count` distinct clicks on `page` (eventIds page-first .. page-first+count-1) at 10:00:`second`."""
+    return [click(f"{page}-{n}", page, f"10:{second}.000") for n in range(first, first + count)]
+
+
+def window_start(second: str) -> str:
+    moment = datetime.fromisoformat(f"{DAY}T10:{second}+00:00")
+    return (moment - timedelta(seconds=moment.second % 5)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+
+
+def alerted(records: list[dict], page: str) -> list[int]:
+    return sorted(record["clickCount"] for record in records if record["pageId"] == page)
+
+
+def wait_for_alert(config, page: str, what: str, timeout_s: float = 90) -> None:
+    wait_for(lambda: alerted(alert_records(config), page), timeout_s, what, every_s=0.5)
+
+
+def batches_ended(query) -> int:
+    return len(query.recentProgress)
+
+
+def test_every_hot_window_gets_its_crossing_record_and_one_per_doubling(real_time):
+    config, query = real_time("5 seconds")
+    # Hostile input first: one click dated year 9999 (out of range: it must not move the watermark,
+    # which would drop every click below) and records that are not clicks. A batch boundary passes
+    # after them, so the next batch's watermark is computed with them read.
+    canary = json.dumps({"eventId": "canary", "pageId": "/hot", "eventTime": "9999-12-31T23:59:59Z"}).encode()
+    send(config, canary, b"\xff", b"{}", None, click("t", "/hot", f"10:00:01.000", day=DAY) + b" trailing")
+    wait_for(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 5, 120, "the hostile records read")
+
+    sent = (clicks("/hot", 0, 90, "00:01") + clicks("/hot", 0, 10, "00:02")   # 90 distinct, 10 copies
+            + clicks("/hot", 0, 5, "00:06")                                 # copies in the next window count there
+            + clicks("/cross", 0, 21, "00:03") + clicks("/edge", 0, 20, "00:04"))
+    send(config, *sent)
+    distinct = Counter((page, window) for page, window, _ in {
+        (json.loads(v)["pageId"], window_start(json.loads(v)["eventTime"][14:23]), json.loads(v)["eventId"])
+        for v in sent})
+    doublings = [(THRESHOLD + 1) * 2 ** k for k in range(10)]
+    expected = sorted((page, window, count) for (page, window), total in distinct.items()
+                      for count in doublings if count <= total)
+    assert expected == sorted([("/hot", window_start("00:01"), 21), ("/hot", window_start("00:01"), 42),
+                               ("/hot", window_start("00:01"), 84), ("/cross", window_start("00:03"), 21)])
+
+    wait_for(lambda: len(alert_records(config)) >= len(expected), 90, "the expected alert records", every_s=0.5)
+    send(config, *clicks("/sentinel", 0, 21, "00:04"))  # its record comes after every earlier one (one writer)
+    wait_for_alert(config, "/sentinel", "the sentinel window's alert")
+    records = [r for r in alert_records(config) if r["pageId"] != "/sentinel"]
+
+    assert sorted((r["pageId"], r["windowStart"], r["clickCount"]) for r in records) == expected
+    for record in records:
+        start = datetime.fromisoformat(record["windowStart"].replace("Z", "+00:00"))
+        identity = f"{record['pageId']}|{int(start.timestamp() * 1000)}".encode()
+        assert record["key"] == record["alertId"] == hashlib.sha256(identity).hexdigest()[:32]
+        assert record["threshold"] == THRESHOLD
+        assert record["windowEnd"] == (start + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+    assert query.exception() is None
+
+
+def test_the_watermark_moves_only_at_batch_boundaries(real_time):
+    """Inside a real-time batch the watermark stays where the batch began. A batch drops as late what
+    is at or before the watermark of the batch before it (as micro-batches do): a click is dropped
+    only once two boundaries have passed since the newest event time that makes it late."""
+    config, query = real_time("20 seconds")
+    send(config, click("base", "/base", "10:00:00.000", day=DAY))
+    wait_for(lambda: any((p.get("eventTime") or {}).get("max") for p in query.recentProgress), 120,
+             "a batch boundary after the first click")
+    boundaries = batches_ended(query)
+
+    # Within one batch: /ahead moves the newest event time two minutes on, then /late's window
+    # (two minutes behind) still takes its 21st click.
+    send(config, *clicks("/late", 0, 20, "00:10"), *clicks("/ahead", 0, 21, "02:00"))
+    wait_for_alert(config, "/ahead", "the /ahead window's alert", timeout_s=15)
+    send(config, *clicks("/late", 20, 1, "00:11"))
+    wait_for_alert(config, "/late", "the late click counted within the batch", timeout_s=15)
+    assert batches_ended(query) == boundaries, "a boundary fell inside the batch under test: rerun"
+
+    # One boundary later the batch's own watermark is 10:01:55, but it drops late rows by the one
+    # before (09:59:55): a new window two minutes behind still counts.
+    wait_for(lambda: batches_ended(query) > boundaries, 60, "the first batch boundary")
+    assert query.recentProgress[-1]["eventTime"]["max"].startswith(f"{DAY}T10:02:00")
+    send(config, *clicks("/one-boundary", 0, 21, "00:30"))
+    wait_for_alert(config, "/one-boundary", "a window two minutes behind, one boundary on", timeout_s=15)
+
+    # Two boundaries later such a window is dropped whole.
+    wait_for(lambda: batches_ended(query) > boundaries + 1, 60, "the second batch boundary")
+    send(config, *clicks("/two-boundaries", 0, 21, "00:40"), *clicks("/sentinel", 0, 21, "02:01"))
+    wait_for_alert(config, "/sentinel", "the sentinel window's alert")
+
+    assert alerted(alert_records(config), "/two-boundaries") == []
+    assert alerted(alert_records(config), "/late") == [21]
+    wait_for(lambda: batches_ended(query) > boundaries + 2, 60, "the third batch boundary")
+    dropped = sum(op["numRowsDroppedByWatermark"] for op in query.recentProgress[-1]["stateOperators"])
+    assert dropped >= 21
