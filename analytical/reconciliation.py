@@ -16,6 +16,8 @@ batch's watermark was dropped as late; a copy of an eventId counts once per page
 fast path counts each window's distinct eventIds), so a copy stamped with another window or page
 than its first copy counts there too. Gold's side is silver: the events gold counts.
 
+In real-time mode a window's highest alert record carries the largest doubling of the crossing count
+that the window reached (`shared.rule.alerted_count`), so that is what each count is compared as.
 A window where the alert and gold disagree is explained when the derived count reproduces the
 alerted one (or, without an alert, stays at or under the threshold). Its cause is the category of
 record that accounts for most of the difference (CAUSES, in that order on a tie). A window the
@@ -25,7 +27,7 @@ data does not reproduce, such as an alert no record supports, is `unexplained`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -43,7 +45,7 @@ from shared.checkpoints import CheckpointLog, read_checkpoint_log
 from shared.config import Config
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import DISTINCT_PER, assign_window
+from shared.rule import DISTINCT_PER, alerted_count, assign_window
 from shared.schema import ALERT_TIMESTAMP_FORMAT
 
 #: Every cause a difference can have, in the order that breaks ties. The text is the definition.
@@ -138,7 +140,16 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
             .orderBy("windowStart", "pageId")
             .collect()
         )
-    return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms)
+    return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms, reported_count(config))
+
+
+def reported_count(config: Config) -> Callable[[int], int | None]:
+    """The count a window's highest alert record carries when the window's count is `count`: the
+    count itself in micro-batch mode (each batch writes it), the largest doubling of the crossing
+    count not above it in real-time mode (CONTRACT.md, "Alerts")."""
+    if config.operational.mode == "real-time":
+        return lambda count: alerted_count(count, config.hot_pages.threshold)
+    return lambda count: count
 
 
 @contextmanager
@@ -305,7 +316,7 @@ def _window_ledger(records: DataFrame, events: DataFrame, gold: DataFrame, alert
 
 
 def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHistory, silver_version: int | None,
-             closed_ms: int) -> dict[str, Any]:
+             closed_ms: int, reported: Callable[[int], int | None] = lambda count: count) -> dict[str, Any]:
     compared = matched = pending = outside_history = 0
     mismatches = []
     for row in rows:
@@ -316,10 +327,10 @@ def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHisto
             outside_history += 1  # read in micro-batches whose log is purged: the data cannot tell
             continue
         compared += 1
-        if row.operationalCount == row.goldCount:
+        if row.operationalCount == reported(row.goldCount):
             matched += 1
             continue
-        mismatches.append(_explain(row, threshold))
+        mismatches.append(_explain(row, threshold, reported))
     by_cause = Counter(m["cause"] for m in mismatches)
     unexplained = by_cause.get(UNEXPLAINED, 0)
     return {
@@ -341,7 +352,7 @@ def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHisto
     }
 
 
-def _explain(row, threshold: int) -> dict[str, Any]:
+def _explain(row, threshold: int, reported: Callable[[int], int | None] = lambda count: count) -> dict[str, Any]:
     """One disagreeing window: its single cause, and the records behind it."""
     extra_duplicates = row.derivedCount - row.matchedCount - row.notInSilver
     contributions = {
@@ -355,7 +366,7 @@ def _explain(row, threshold: int) -> dict[str, Any]:
     if row.operationalCount is None:
         reproduced = low <= (row.alertThreshold or threshold)
     else:
-        reproduced = low <= row.operationalCount <= high
+        reproduced = (reported(low) or 0) <= row.operationalCount <= (reported(high) or 0)
     reproduced = reproduced and row.goldCount <= row.silverCount and any(contributions.values())
     cause = max(contributions, key=lambda name: contributions[name]) if reproduced else UNEXPLAINED
     return {

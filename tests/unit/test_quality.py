@@ -73,3 +73,19 @@ def test_a_count_the_data_does_not_reproduce_is_unexplained():
     assert _explain(wrong, 3)["cause"] == UNEXPLAINED
     assert _explain(window(operationalCount=5, alertThreshold=3, goldCount=6, silverCount=6, matchedCount=5,
                            derivedCount=5, missing_late=1), 3)["cause"] == "late_beyond_operational_watermark"
+
+
+def test_in_real_time_mode_the_alerted_count_is_the_largest_doubling_reached():
+    from functools import partial
+
+    from shared.rule import alerted_count
+
+    reported = partial(alerted_count, threshold=3)  # records at 4, 8, 16, ...
+    # the fast path derived 13 (as gold, less 2 late clicks): its highest record carries 8
+    late = window(operationalCount=8, alertThreshold=3, goldCount=15, silverCount=15, matchedCount=13,
+                  derivedCount=13, missing_late=2)
+    assert _explain(late, 3, reported)["cause"] == "late_beyond_operational_watermark"
+    # 9 is no doubling of 4: no real-time record can carry it
+    forged = window(operationalCount=9, alertThreshold=3, goldCount=15, silverCount=15, matchedCount=13,
+                    derivedCount=13, missing_late=2)
+    assert _explain(forged, 3, reported)["cause"] == UNEXPLAINED
