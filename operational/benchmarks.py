@@ -82,7 +82,10 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         scrapes = scraping.enter_context(scraped_endpoint(spark, config, scrape_every_s,
                                                           Path(local_folder(root) or tempfile.mkdtemp()) / "prometheus"))
     query = fast_path.start(spark, config)
-    _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
+    if config.operational.mode == "real-time":  # its first batch reports when it ends, a checkpoint interval on
+        _wait(lambda: query.status["isTriggerActive"], 300, "the first real-time batch to start", query)
+    else:
+        _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
     medallion, separate = [], None
     if with_medallion == "shared":
         from analytical import pipeline
@@ -139,9 +142,10 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         while generator.poll() is None:
             collect()
             if time.monotonic() >= next_sample:
-                latest = ProgressSummary.of(query.lastProgress)
+                latest = ProgressSummary.of(query.lastProgress) if query.lastProgress else None
                 samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
-                                "state_rows": latest.state_rows, "jvm_rss_mb": process_memory_mb(jvm_pid)})
+                                "state_rows": latest.state_rows if latest else None,
+                                "jvm_rss_mb": process_memory_mb(jvm_pid)})
                 next_sample += sample_every_s
             if query.exception():
                 raise RuntimeError(f"the fast path failed: {query.exception()}")
@@ -371,8 +375,8 @@ def throughput(settings: list[str], rates: list[float], seconds: float, hot_page
     return {"seconds": seconds, "hot_pages": hot_pages, "max_sustained_rate": best, "steps": steps}
 
 
-def memory(settings: list[str], rate: float, seconds: float, hot_pages: int) -> dict[str, Any]:
-    run = measured_run("tuned", settings, rate, seconds, hot_pages, latency=False, sample_every_s=15)
+def memory(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str = "real-time") -> dict[str, Any]:
+    run = measured_run(profile, settings, rate, seconds, hot_pages, latency=False, sample_every_s=15)
     samples = run["samples"]
     half = [s for s in samples if s["t_s"] >= seconds / 2]
     first_half = [s for s in samples if s["t_s"] < seconds / 2 and s["t_s"] >= 60]
@@ -382,7 +386,8 @@ def memory(settings: list[str], rate: float, seconds: float, hot_pages: int) -> 
         return {"min": min(values), "max": max(values)} if values else {}
 
     return {
-        "rate": rate, "seconds": seconds, **{key: run[key] for key in _TRAFFIC}, "batch_ms_p50": run["batch_ms_p50"],
+        "config": profile, "rate": rate, "seconds": seconds, **{key: run[key] for key in _TRAFFIC},
+        "batch_ms_p50": run["batch_ms_p50"],
         "state_rows": {"after_1_min_first_half": spread("state_rows", first_half), "second_half": spread("state_rows", half)},
         "jvm_rss_mb": {"after_1_min_first_half": spread("jvm_rss_mb", first_half), "second_half": spread("jvm_rss_mb", half)},
         "samples": samples,

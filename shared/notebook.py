@@ -3,6 +3,8 @@
 Every notebook starts with `setting_up()`: the embedded default (or $LAKEHOUSE_CONFIG on top of
 it), its own topics and a `notebooks` folder under the storage root, so that running them never
 touches the demo's or a real deployment's data; the embedded broker is started when none answers.
+The notebooks' kernel is the medallion's runtime (pyspark 4.1 with Delta), so the fast path they start
+runs in micro-batch mode; real-time mode needs the fast path's runtime (`lakehouse operational`).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def setting_up() -> tuple[Config, Any]:
     base = load_config()
     config = with_overrides(base, [f"kafka.topics.clicks={CLICKS}", f"kafka.topics.alerts={ALERTS}",
                                    f"storage.root={base.path('notebooks')}", "operational.starting_offsets=earliest",
-                                   "hot_pages.threshold=500"])
+                                   "hot_pages.threshold=500", "operational.mode=micro-batch"])
     if not broker_answers(config.kafka, timeout_s=3):
         EmbeddedBroker(config, log=print).start()
     ensure_topics(config.kafka, [CLICKS, ALERTS], timestamp_type="LogAppendTime")

@@ -66,7 +66,8 @@ def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
     from operational.benchmarks import memory
 
     _load_is_possible(config, [args.rate], args.hot_pages)
-    print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages), indent=2))
+    profile, = _profiles(args.config_name)
+    print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
     return 0
 
 def _load_is_possible(config: Config, rates: list[float], hot_pages: int) -> None:
@@ -134,6 +135,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     bench_memory.add_argument("--rate", type=positive(float), default=20_000.0)
     bench_memory.add_argument("--seconds", type=positive(float), default=600.0)
     bench_memory.add_argument("--hot-pages", type=int, default=3)
+    bench_memory.add_argument("--configs", dest="config_name", default="real-time",
+                              help="one configuration: real-time (default), tuned, spark-defaults or seed")
     bench_memory.set_defaults(handler=cmd_bench_memory)
     bench_backfill = bench_commands.add_parser(
         "backfill", parents=[common], help="medallion backfill: events/s and growth with history",

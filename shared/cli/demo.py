@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 import time
 
 from shared.config import Config, with_overrides
@@ -58,9 +59,10 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from shared.services.broker import EmbeddedBroker
     from shared.checkpoints import empty_keeping_locks, exclusive
     from shared.monitoring import TABLE, recording
-    from shared.processes import MedallionProcess
+    from shared.processes import FastPathProcess, MedallionProcess
+    from shared.runtime import real_time_available
     from shared.spark import spark_session
-    from shared.streaming import supervise
+    from shared.streaming import await_stop, supervise
 
     started_at = time.monotonic()
     demo_settings = [f"kafka.topics.clicks={DEMO_CLICKS}", f"kafka.topics.alerts={DEMO_ALERTS}",
@@ -68,16 +70,19 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     config = with_overrides(config, demo_settings)
     medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
     names = [hot_pages.STREAM.name]
+    in_child = config.operational.mode == "real-time" and not real_time_available()
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
-    with exclusive(config.path(), names, report=_note) as locks:  # refuses a second demo on the same folder
+    # refuses a second demo on the same folder (a fast path in a child process holds its own lock)
+    with exclusive(config.path(), ["demo"] if in_child else names, report=_note) as locks:
         empty_keeping_locks(config.path())
         try:
             _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
             _say(f"   {broker.start(die_with_caller=True)}")
             _fresh_topics(config)
 
-            _say(f"\n== 2. `lakehouse run`: the fast path, and the medallion as a low-priority process, while "
+            _say(f"\n== 2. `lakehouse run`: the fast path ({config.operational.mode} mode), and the medallion as a "
+                 f"low-priority process, while "
                  f"{seconds:g} s of clicks arrive at {rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} "
                  "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
@@ -90,14 +95,29 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
             finished_at: list[float] = []
             with recording(spark, config.path(*TABLE.split("/"))) as recorder:
                 next_view = time.monotonic()
+                fast_path_started = threading.Event()
 
-                medallion = MedallionProcess(medallion_args, config.analytical.niceness, relay=_note,
-                                             on_progress=recorder.show)
+                def relay_fast_path(line: str) -> None:
+                    if "] started (query id" in line:
+                        fast_path_started.set()
+                    _note(line)
+
+                # the fast path in its own runtime (real-time mode), or in this process (micro-batch)
+                children = [MedallionProcess(medallion_args, config.analytical.niceness, relay=_note,
+                                             on_progress=recorder.show)]
+                if in_child:
+                    children.append(FastPathProcess(medallion_args, relay=relay_fast_path,
+                                                    on_progress=recorder.record))
+
+                def all_up() -> bool:
+                    medallion_up = all(stream.name in recorder.latest for stream in STREAMS)
+                    fast_up = fast_path_started.is_set() if in_child else hot_pages.STREAM.name in recorder.latest
+                    return medallion_up and fast_up
 
                 def status() -> None:
                     nonlocal next_view
-                    if not traffic and len(recorder.latest) == len(names) + len(STREAMS):  # all are up
-                        _note("every query has run a micro-batch: the traffic starts")
+                    if not traffic and all_up():
+                        _note("every query runs: the traffic starts")
                         traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                         text=True, env=child_env()))
                     if traffic and not finished_at and traffic[0].poll() is not None:
@@ -107,15 +127,23 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                         _say(recorder.console_view())
                         next_view = time.monotonic() + 10
 
+                def done() -> bool:
+                    return any(child.ended for child in children) or \
+                        (bool(finished_at) and time.monotonic() > finished_at[0] + 10)
+
+                every_second = config.operational.model_copy(update={"status_interval_s": 1})
                 try:
-                    supervise(hot_pages.starters(spark, config),
-                              config.operational.model_copy(update={"status_interval_s": 1}),
-                              seconds=seconds + 180, report=_note, on_status=status, status_lines=False,
-                              until=lambda: medallion.ended or (bool(finished_at) and time.monotonic() > finished_at[0] + 10))
+                    if in_child:
+                        await_stop(every_second, seconds=seconds + 180, report=_note, until=done, on_status=status)
+                    else:
+                        supervise(hot_pages.starters(spark, config), every_second, seconds=seconds + 180,
+                                  report=_note, on_status=status, status_lines=False, until=done)
                 finally:
-                    medallion.stop()
-                if medallion.failed:
-                    raise LakehouseError(medallion.failed)
+                    for child in children:
+                        child.stop()
+                for child in children:
+                    if child.failed:
+                        raise LakehouseError(child.failed)
             if not traffic:
                 raise LakehouseError("the demo's queries did not all start within the time allowed")
             sent = json.loads(traffic[0].communicate()[0])

@@ -48,6 +48,22 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
     assert summary["hot_pages"]["batchMsP50"] > 0
 
 
+def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_its_progress(
+        spark, config, config_overrides, tmp_path):
+    options = settings(config_overrides, "operational.mode=real-time", "operational.real_time.checkpoint_interval=5 seconds")
+
+    output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", real_time=True)
+
+    assert "hot pages (real-time)" in output and "Traceback" not in output
+    assert alerted(config) == expected_alerts(real_time=True) != expected_alerts()  # /run's 5 clicks alert as 4
+    assert gold(spark, config) == expected_windows()
+    status = run_lakehouse("status", "--format", "json", *options)
+    assert status.returncode == 0, status.stderr
+    summary = {row["queryName"]: row for row in json.loads(status.stdout)}
+    assert set(summary) == QUERIES, "the fast path's progress, recorded by run itself"
+    assert summary["hot_pages"]["batches"] >= 1 and summary["hot_pages"]["errors"] == 0
+
+
 def test_when_one_query_fails_run_stops_the_others_and_exits_non_zero_with_its_error(config, config_overrides):
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     ahead, created = ahead_of_the_clock("e-ahead", "/a")  # the producer's clock 30 minutes ahead
