@@ -181,6 +181,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                             for part in _DURATION_PARTS} if data else {},
         "drain_s": round(drain_s, 1),
         "mode": config.operational.mode,
+        "batch_ends": [batch_end(p) for p in data] if config.operational.mode == "real-time" else [],
         "samples": samples,
         **scrapes,
     }
@@ -221,6 +222,20 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
                           ("scrape_ms_mean", "1000 * avg_over_time(scrape_duration_seconds[1d])")):
             found = server.query(expr)
             scrapes[key] = round(float(found[0]["value"][1]), 1) if found else None
+
+
+def batch_end(progress: dict[str, Any]) -> dict[str, Any]:
+    """What a real-time batch's end cost, from its progress: its length, and per state operator the
+    rows it evicted and the time that took, against the rows it holds."""
+    return {"batch": progress["batchId"], "input_rows": progress["numInputRows"],
+            "trigger_ms": progress["durationMs"].get("triggerExecution"),
+            "planning_ms": progress["durationMs"].get("queryPlanning"),
+            "operators": [{"name": op.get("operatorName"), "rows": op.get("numRowsTotal"),
+                           "removed": op.get("numRowsRemoved"), "removal_ms": op.get("allRemovalsTimeMs"),
+                           "update_ms": op.get("allUpdatesTimeMs"), "commit_ms": op.get("commitTimeMs"),
+                           "removed_during_batch": (op.get("customMetrics") or {}).get("numRowsIncrementallyRemoved"),
+                           "read_for_eviction": (op.get("customMetrics") or {}).get("numRowsReadDuringEviction")}
+                          for op in progress.get("stateOperators", [])]}
 
 
 def batch_boundaries(progresses: Any, start: datetime, end: datetime) -> int:

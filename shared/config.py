@@ -202,6 +202,8 @@ class RealTimeSettings(_Section):
     #: Concurrent tasks of a local master: every source partition and shuffle partition holds one.
     task_slots: int = Field(ge=2)
     shuffle_partitions: int = Field(ge=1)
+    #: Closed windows' state rows evicted per click read, during the batch (0: all at its end).
+    evictions_per_record: int = Field(ge=0)
 
     @field_validator("checkpoint_interval")
     @classmethod

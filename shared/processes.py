@@ -37,10 +37,11 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
-from shared.errors import MissingDependencyError
+from shared.errors import LakehouseError, MissingDependencyError
 from shared.runtime import FAST_PATH, MEDALLION, command_in
 
 PARENT_ENV = "LAKEHOUSE_PARENT_PID"
@@ -152,6 +153,20 @@ class PathProcess:
     def _join(self) -> None:
         for reader in self._readers:
             reader.join(timeout=10)
+
+
+@contextmanager
+def stopped_at_the_end(children: Sequence[PathProcess]) -> Iterator[Sequence[PathProcess]]:
+    """Stop `children` when the block ends, however it ends; then, when it ended normally, a child
+    that failed becomes a LakehouseError with its error."""
+    try:
+        yield children
+    finally:
+        for child in children:
+            child.stop()
+    for child in children:
+        if child.failed:
+            raise LakehouseError(child.failed)
 
 
 class MedallionProcess(PathProcess):

@@ -362,6 +362,9 @@ def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -
     data keeps coming: after `wait_s` the ones left are stopped where they are."""
     deadline = time.monotonic() + wait_s
     waiting = [query for query in queries if query.isActive]
+    if wait_s == 0 and waiting:
+        _stop_mid_batch(waiting)
+        return
     while waiting and time.monotonic() < deadline:
         for query in list(waiting):
             if not query.isActive or not query.status.get("isTriggerActive"):
@@ -370,6 +373,21 @@ def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -
         time.sleep(0.01)
     for query in waiting:
         query.stop()
+
+
+def _stop_mid_batch(queries: list[Any]) -> None:
+    """Stop real-time queries, which are always inside a batch: Spark cancels their long-running tasks
+    and logs each cancelled writer and shuffle connection at ERROR with a stack trace, although the
+    batch just runs again from the checkpoint at the next start. Those lines are silenced meanwhile."""
+    context = queries[0].sparkSession.sparkContext
+    logs = context._jvm.org.apache.logging.log4j.LogManager
+    level = str(logs.getRootLogger().getLevel())
+    context.setLogLevel("OFF")
+    try:
+        for query in queries:
+            query.stop()
+    finally:
+        context.setLogLevel(level)
 
 
 #: The longest wait before a restart, however many failures came before it.

@@ -95,8 +95,8 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
     progress recorder, until a signal, `args.seconds` or a child's end; this process records their
     progress to ops/stream_progress and prints the console view every status interval. Used where
     the fast path runs in its own runtime (real-time mode), which has no Delta to record with."""
-    from shared.errors import LakehouseError
     from shared.monitoring import TABLE, recording
+    from shared.processes import stopped_at_the_end
     from shared.spark import spark_session
     from shared.streaming import await_stop
 
@@ -109,15 +109,9 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
             if recorder.latest:
                 say(recorder.console_view())
 
-        try:
+        with stopped_at_the_end(children):
             await_stop(config.operational, seconds=args.seconds, report=say,
                        until=lambda: any(child.ended for child in children), on_status=status)
-        finally:
-            for child in children:
-                child.stop()
-    for child in children:
-        if child.failed:
-            raise LakehouseError(child.failed)
 
 
 def passthrough(args: argparse.Namespace) -> list[str]:

@@ -59,7 +59,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from shared.services.broker import EmbeddedBroker
     from shared.checkpoints import empty_keeping_locks, exclusive
     from shared.monitoring import TABLE, recording
-    from shared.processes import FastPathProcess, MedallionProcess
+    from shared.processes import FastPathProcess, MedallionProcess, stopped_at_the_end
     from shared.runtime import real_time_available
     from shared.spark import spark_session
     from shared.streaming import await_stop, supervise
@@ -132,18 +132,12 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                         (bool(finished_at) and time.monotonic() > finished_at[0] + 10)
 
                 every_second = config.operational.model_copy(update={"status_interval_s": 1})
-                try:
+                with stopped_at_the_end(children):
                     if in_child:
                         await_stop(every_second, seconds=seconds + 180, report=_note, until=done, on_status=status)
                     else:
                         supervise(hot_pages.starters(spark, config), every_second, seconds=seconds + 180,
                                   report=_note, on_status=status, status_lines=False, until=done)
-                finally:
-                    for child in children:
-                        child.stop()
-                for child in children:
-                    if child.failed:
-                        raise LakehouseError(child.failed)
             if not traffic:
                 raise LakehouseError("the demo's queries did not all start within the time allowed")
             sent = json.loads(traffic[0].communicate()[0])
