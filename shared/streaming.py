@@ -379,7 +379,9 @@ def _stop_mid_batch(queries: list[Any]) -> None:
     """Stop real-time queries, which are always inside a batch: Spark cancels their long-running tasks
     and logs each cancelled writer and shuffle connection at ERROR with a stack trace, although the
     batch just runs again from the checkpoint at the next start. Those lines are silenced meanwhile."""
-    context = queries[0].sparkSession.sparkContext
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
     logs = context._jvm.org.apache.logging.log4j.LogManager
     level = str(logs.getRootLogger().getLevel())
     context.setLogLevel("OFF")
