@@ -77,8 +77,9 @@ test-all: test test-faults test-deployment  ## what CI runs: make test, the cras
 test-unit: setup  ## only the fast unit tests
 	$(BIN)/pytest -m "not integration and not faults and not deployment" $(PYTEST_ARGS)
 
-test-faults: setup  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input
+test-faults: setup  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input (both runtimes)
 	$(BIN)/pytest -m faults $(PYTEST_ARGS)
+	$(FAST_BIN)/pytest tests/realtime -m faults $(PYTEST_ARGS)
 
 test-deployment: setup  ## only the deployment suite: a 2-worker standalone cluster, a SASL_SSL broker, Prometheus scraping run
 	$(BIN)/pytest -m deployment $(PYTEST_ARGS)

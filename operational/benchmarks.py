@@ -67,7 +67,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     from operational.time_to_alert import time_to_alert
     from shared.kafka import consumer_for, ensure_topics
     from shared.spark import spark_session
-    from shared.streaming import ProgressSummary, progress_dict
+    from shared.streaming import ProgressSummary, progress_dict, stop_between_batches
 
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"
@@ -154,17 +154,18 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         drain_started = time.monotonic()
         load_ended = datetime.now(timezone.utc)
         # A real-time batch reports its progress when it ends, a checkpoint interval at most from now.
+        # A batch's alerts are on the topic when it reports: caught up, every alert has left.
         _wait(caught_up, drain_timeout_s, "the fast path to catch up", query)
-        if config.operational.mode == "micro-batch":
-            caught_up_batch = query.lastProgress["batchId"]
-            _wait(lambda: query.lastProgress["batchId"] > caught_up_batch + 1, 120, "two more micro-batches", query)
         drain_s = time.monotonic() - drain_started
         collect()
     for stream in medallion:
         stream.stop()
     if separate is not None:
         separate.stop()
-    query.stop()
+    if config.operational.mode == "real-time":
+        stop_between_batches([query], wait_s=0)  # always mid-batch: stopped with Spark's logs held quiet
+    else:
+        query.stop()
     offsets.close()
     scraping.close()
 
@@ -330,8 +331,13 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     if scraped:
         runs = [("tuned", None, 0.0), (SCRAPED, None, SCRAPE_EVERY_S)]
     for profile, medallion, scrape_every_s in runs:
-        run = measured_run("tuned" if medallion or scrape_every_s else profile, settings, rate, seconds, hot_pages,
-                           latency=True, with_medallion=medallion, scrape_every_s=scrape_every_s)
+        try:
+            run = measured_run("tuned" if medallion or scrape_every_s else profile, settings, rate, seconds, hot_pages,
+                               latency=True, with_medallion=medallion, scrape_every_s=scrape_every_s)
+        except LakehouseError as failed:  # the other configurations' figures still count
+            results[profile] = {"valid": False, "error": str(failed)}
+            say_progress(f"bench: {profile}: FAILED: {failed}")
+            continue
         results[profile] = latency_figures(run)
         say_progress(f"bench: {profile}: " + summary_line(run))
     ratios = {}

@@ -52,33 +52,40 @@ def first_alerts(alerts: DataFrame) -> DataFrame:
     )
 
 
-def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime | None = None) -> dict[str, Any]:
-    """Latency percentiles over every alerted window (crossed at or after `measured_from`), with what
-    could not be matched."""
+def window_latencies(spark: SparkSession, config: Config) -> DataFrame:
+    """Per window over the threshold or alerted: alertId, when its crossing click and its first alert
+    were appended (either null when the other side has none), and the latency between them."""
     crossings = crossing_clicks(read_topic(spark, config, config.kafka.topics.clicks), config)
     alerted = first_alerts(read_topic(spark, config, config.kafka.topics.alerts))
+    return crossings.join(alerted, "alertId", "full_outer").select(
+        "alertId", "crossedAt", "firstAlertAt",
+        (F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt")).alias("latencyMs"))
+
+
+def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime | None = None) -> dict[str, Any]:
+    """Latency percentiles over every alerted window (crossed at or after `measured_from`), with what
+    could not be matched. The windows that crossed before `measured_from`, and their alerts, are
+    counted as `warmup_windows` and left out."""
+    windows = window_latencies(spark, config).collect()
     warmup = 0
     if measured_from is not None:
-        in_warmup = F.unix_millis("crossedAt") < F.lit(int(measured_from.timestamp() * 1000))
-        warmed = crossings.where(in_warmup).select("alertId").cache()
-        warmup = warmed.count()
-        crossings = crossings.where(~in_warmup)
-        alerted = alerted.join(warmed, "alertId", "left_anti")
-    joined = crossings.join(alerted, "alertId", "full_outer").select(
-        "alertId",
-        ((F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt"))).alias("latencyMs"),
-        F.col("crossedAt").isNull().alias("alertWithoutCrossing"),
-        F.col("firstAlertAt").isNull().alias("crossingWithoutAlert"),
-    ).collect()
-    latencies = sorted(row.latencyMs for row in joined if row.latencyMs is not None)
+        warm = {row.alertId for row in windows if row.crossedAt is not None and row.crossedAt < _naive(measured_from)}
+        warmup = len(warm)
+        windows = [row for row in windows if row.alertId not in warm]
+    latencies = sorted(row.latencyMs for row in windows if row.latencyMs is not None)
     return {
         **percentiles(latencies),
-        "alerts": sum(1 for row in joined if not row.crossingWithoutAlert),
+        "alerts": sum(1 for row in windows if row.firstAlertAt is not None),
         "warmup_windows": warmup,
-        "windows_over_threshold": sum(1 for row in joined if not row.alertWithoutCrossing),
-        "missed_windows": sum(1 for row in joined if row.crossingWithoutAlert),
-        "alerts_without_crossing": sum(1 for row in joined if row.alertWithoutCrossing),
+        "windows_over_threshold": sum(1 for row in windows if row.crossedAt is not None),
+        "missed_windows": sum(1 for row in windows if row.firstAlertAt is None),
+        "alerts_without_crossing": sum(1 for row in windows if row.crossedAt is None),
     }
+
+
+def _naive(moment: datetime) -> datetime:
+    """`moment` as the naive local datetime Spark's collect() gives for a timestamp."""
+    return moment.astimezone().replace(tzinfo=None) if moment.tzinfo else moment
 
 
 def percentiles(values: list[float]) -> dict[str, float | None]:

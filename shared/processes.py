@@ -139,6 +139,11 @@ class PathProcess:
         self._join()
         return self.last_error or f"{self.describe} exited with {self._process.returncode}"
 
+    def crash(self) -> None:
+        """SIGKILL, as the OOM killer would: its Spark JVM dies with it (it dies with its parent)."""
+        self._process.kill()
+        self._process.wait()
+
     def stop(self, timeout_s: float = 120) -> None:
         """SIGTERM: it stops its queries cleanly; SIGKILL only if it hangs."""
         if self._process.poll() is None:

@@ -1,4 +1,4 @@
-"""`lakehouse bench latency|capacity|throughput|memory|backfill`: each prints one JSON object."""
+"""`lakehouse bench latency|capacity|recovery|throughput|memory|backfill`: each prints one JSON object."""
 
 from __future__ import annotations
 
@@ -28,8 +28,12 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     profiles = _profiles(args.configs)
     _load_is_possible(config, [args.rate], args.hot_pages)
     require_reachable(config.kafka)  # before a child process starts its Spark
-    print(json.dumps(latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
-                             with_medallion=args.with_medallion, scraped=args.scraped), indent=2))
+    report = latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
+                     with_medallion=args.with_medallion, scraped=args.scraped)
+    print(json.dumps(report, indent=2))
+    failed = [name for name, result in report["configs"].items() if "error" in result]
+    if failed:  # the figures of the others are above; this says which run has none, and why (stderr above)
+        raise LakehouseError(f"the {', '.join(failed)} run{'s' if len(failed) > 1 else ''} failed")
     return 0
 
 
@@ -70,6 +74,20 @@ def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
     print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
     return 0
 
+def cmd_bench_recovery(config: Config, args: argparse.Namespace) -> int:
+    from operational.recovery import recovery
+    from shared.kafka import require_reachable
+
+    if args.kill_after >= args.seconds:
+        raise LakehouseError(f"--kill-after ({args.kill_after:g}) must be less than --seconds ({args.seconds:g})")
+    _load_is_possible(config, [args.rate], args.hot_pages)
+    profile, = _profiles(args.config_name)
+    require_reachable(config.kafka)
+    print(json.dumps(recovery(passthrough(args), profile, args.rate, args.seconds, args.kill_after, args.hot_pages),
+                     indent=2))
+    return 0
+
+
 def _load_is_possible(config: Config, rates: list[float], hot_pages: int) -> None:
     """Refuse a load the generator would refuse (e.g. too many hot pages for the rate at this
     threshold) before any child process or Spark starts, with the generator's own message."""
@@ -77,6 +95,13 @@ def _load_is_possible(config: Config, rates: list[float], hot_pages: int) -> Non
 
     for rate in rates:
         TrafficSpec.for_config(config, rate, hot_pages=hot_pages).validated()
+
+
+def _load_arguments(parser: argparse.ArgumentParser, seconds: float, hot_pages: int) -> None:
+    """--rate, --seconds and --hot-pages: the generated load a fast-path benchmark offers."""
+    parser.add_argument("--rate", type=positive(float), default=20_000.0, help="events/s offered (default 20000)")
+    parser.add_argument("--seconds", type=positive(float), default=seconds, help=f"load, in seconds (default {seconds:g})")
+    parser.add_argument("--hot-pages", type=int, default=hot_pages, help=f"hot pages in the load (default {hot_pages})")
 
 
 def _configs_argument(parser: argparse.ArgumentParser) -> None:
@@ -95,9 +120,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Time-to-alert (Kafka append of the crossing click -> Kafka append of the first alert) "
         "for each configuration in turn, on the same generated load; p50/p95/p99/p99.9/max, missed windows, "
         "the real-time batch boundaries inside the load, and p99 ratios to tuned and to real-time.")
-    bench_latency.add_argument("--rate", type=positive(float), default=20_000.0)
-    bench_latency.add_argument("--seconds", type=positive(float), default=60.0)
-    bench_latency.add_argument("--hot-pages", type=int, default=8, help="hot pages in the load (default 8)")
+    _load_arguments(bench_latency, seconds=60.0, hot_pages=8)
     _configs_argument(bench_latency)
     bench_latency.add_argument("--with-medallion", action="store_true",
                                help="instead of --configs: the fast path alone, then with the four medallion streams "
@@ -122,6 +145,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                                 help="alerted windows per rate (default 60)")
     bench_capacity.add_argument("--max-runs", type=positive(int), default=6, help="runs per configuration (default 6)")
     bench_capacity.set_defaults(handler=cmd_bench_capacity)
+    bench_recovery = bench_commands.add_parser(
+        "recovery", parents=[common], help="kill -9 of the fast path under load: time to the next alert, replay",
+        description="Run the fast path under --rate for --seconds, kill it with SIGKILL --kill-after seconds into the "
+        "load and start it again at once; report the seconds from the restart to the first alert of a window that "
+        "crossed after it, the clicks replayed, the alert records written twice and the windows missed.")
+    _load_arguments(bench_recovery, seconds=150.0, hot_pages=8)
+    bench_recovery.add_argument("--kill-after", type=positive(float), default=60.0,
+                                help="seconds into the load of the kill (default 60)")
+    bench_recovery.add_argument("--configs", dest="config_name", default="real-time",
+                                help="one configuration: real-time (default), tuned, spark-defaults or seed")
+    bench_recovery.set_defaults(handler=cmd_bench_recovery)
     bench_throughput = bench_commands.add_parser(
         "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
         description="Offer each rate in turn for --seconds; stop at the first whose Kafka lag grows.")
@@ -132,9 +166,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     bench_memory = bench_commands.add_parser(
         "memory", parents=[common], help="state rows and driver JVM RSS over a long run",
         description="Run the fast path at --rate for --seconds, sampling state rows and the driver JVM's RSS.")
-    bench_memory.add_argument("--rate", type=positive(float), default=20_000.0)
-    bench_memory.add_argument("--seconds", type=positive(float), default=600.0)
-    bench_memory.add_argument("--hot-pages", type=int, default=3)
+    _load_arguments(bench_memory, seconds=600.0, hot_pages=3)
     bench_memory.add_argument("--configs", dest="config_name", default="real-time",
                               help="one configuration: real-time (default), tuned, spark-defaults or seed")
     bench_memory.set_defaults(handler=cmd_bench_memory)

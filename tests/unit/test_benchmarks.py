@@ -60,3 +60,17 @@ def test_each_rate_gets_as_many_hot_pages_as_the_traffic_allows():
     assert share == pytest.approx(8 * 1500.3 / 20_000)
     assert load_shape(config, 1_900)[0] == 1
     assert load_shape(config, 5_000)[0] == 2
+
+
+def test_the_recovery_waits_until_the_last_report_has_read_every_partition_to_the_end():
+    from kafka import TopicPartition
+
+    from operational.recovery import read_up_to
+
+    end = {TopicPartition("clicks", 0): 100, TopicPartition("clicks", 1): 50}
+    report = lambda offsets: {"sources": [{"endOffset": {"clicks": offsets}}]}  # noqa: E731
+    assert not read_up_to([], end, "clicks")
+    assert not read_up_to([report({"0": 100, "1": 49})], end, "clicks")
+    assert not read_up_to([report({"0": 100, "1": 50}), report({"0": 100})], end, "clicks")  # the last one counts
+    assert read_up_to([report({"0": 100, "1": 50})], end, "clicks")
+    assert read_up_to([report({"0": 120, "1": 51})], end, "clicks")
