@@ -388,6 +388,10 @@ def _stop_mid_batch(queries: list[Any]) -> None:
     try:
         for query in queries:
             query.stop()
+        # The cancelled tasks log as they end, after stop() returned: hold the quiet until they have.
+        tracker, deadline = context.statusTracker(), time.monotonic() + 10
+        while tracker.getActiveStageIds() and time.monotonic() < deadline:
+            time.sleep(0.05)
     finally:
         context.setLogLevel(level)
 
