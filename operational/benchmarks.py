@@ -83,23 +83,23 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                                                           Path(local_folder(root) or tempfile.mkdtemp()) / "prometheus"))
     query = fast_path.start(spark, config)
     if config.operational.mode == "real-time":  # its first batch reports when it ends, a checkpoint interval on
-        _wait(lambda: query.status["isTriggerActive"], 300, "the first real-time batch to start", query)
+        wait_until(lambda: query.status["isTriggerActive"], 300, "the first real-time batch to start", query)
     else:
-        _wait(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
+        wait_until(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
     medallion, separate = [], None
     if with_medallion == "shared":
         from analytical import pipeline
 
         medallion = [start() for start in pipeline.starters(spark, config).values()]
         for stream in medallion:
-            _wait(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
+            wait_until(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
     elif with_medallion == "separate":
         from analytical.registry import STREAMS
         from shared.processes import MedallionProcess
 
         separate = MedallionProcess([*settings, f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
                                     config.analytical.niceness, relay=lambda line: None)
-        _wait(lambda: len(separate.streams_with_progress) == len(STREAMS) or separate.ended, 300,
+        wait_until(lambda: len(separate.streams_with_progress) == len(STREAMS) or separate.ended, 300,
               "the separate medallion's first batches", query)
         if separate.ended:
             raise RuntimeError(f"the separate medallion process ended: {separate.failed}")
@@ -110,10 +110,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     partitions = [TopicPartition(clicks, p) for p in sorted(offsets.partitions_for_topic(clicks))]
 
     def lag() -> int:
-        latest = offsets.end_offsets(partitions)
         last = query.lastProgress
-        done = (progress_dict(last)["sources"][0].get("endOffset") or {}) if last else {}
-        return sum(latest[tp] - int((done.get(clicks) or {}).get(str(tp.partition), 0)) for tp in partitions)
+        return records_behind(progress_dict(last) if last else None, offsets.end_offsets(partitions), clicks)
 
     load_started = datetime.now(timezone.utc)
     generator = subprocess.Popen(
@@ -155,7 +153,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         load_ended = datetime.now(timezone.utc)
         # A real-time batch reports its progress when it ends, a checkpoint interval at most from now.
         # A batch's alerts are on the topic when it reports: caught up, every alert has left.
-        _wait(caught_up, drain_timeout_s, "the fast path to catch up", query)
+        wait_until(caught_up, drain_timeout_s, "the fast path to catch up", query)
         drain_s = time.monotonic() - drain_started
         collect()
     for stream in medallion:
@@ -239,14 +237,24 @@ def batch_end(progress: dict[str, Any]) -> dict[str, Any]:
                           for op in progress.get("stateOperators", [])]}
 
 
+def batch_ended_at(progress: dict[str, Any]) -> datetime:
+    """When the batch of a progress report ended (its start plus its triggerExecution)."""
+    began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
+    return began + timedelta(milliseconds=progress["durationMs"].get("triggerExecution", 0))
+
+
 def batch_boundaries(progresses: Any, start: datetime, end: datetime) -> int:
     """How many batches ended inside [start, end]: a real-time batch's end is its boundary, where the
     query commits and starts the next one."""
-    ends = []
-    for progress in progresses:
-        began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
-        ends.append(began + timedelta(milliseconds=progress["durationMs"].get("triggerExecution", 0)))
-    return sum(1 for moment in ends if start <= moment <= end)
+    return sum(1 for progress in progresses if start <= batch_ended_at(progress) <= end)
+
+
+def records_behind(progress: dict[str, Any] | None, end: dict[Any, int], topic: str) -> int:
+    """Records of `topic` up to `end` (TopicPartition -> offset) that the batch of `progress` had not
+    read (all of them when there is no report yet)."""
+    source = ((progress or {}).get("sources") or [{}])[0]
+    read = (source.get("endOffset") or {}).get(topic) or {}
+    return sum(max(0, offset - int(read.get(str(tp.partition), 0))) for tp, offset in end.items())
 
 
 #: A run is valid only when the traffic delivered at least this share of the offered rate.
@@ -261,14 +269,16 @@ def delivery(offered: float, generated: dict[str, Any]) -> dict[str, Any]:
             "valid": delivered >= DELIVERED_SHARE * offered}
 
 
-def _wait(condition, timeout_s: float, what: str, query) -> None:
+def wait_until(condition, timeout_s: float, what: str, query=None) -> None:
+    """Poll `condition` until it holds; a LakehouseError after `timeout_s`, or as soon as `query`
+    (a StreamingQuery in this process, when given) has failed."""
     deadline = time.monotonic() + timeout_s
     while not condition():
-        if query.exception():
-            raise RuntimeError(f"the fast path failed while waiting for {what}: {query.exception()}")
+        if query is not None and query.exception():
+            raise LakehouseError(f"the fast path failed while waiting for {what}: {query.exception()}")
         if time.monotonic() > deadline:
-            raise TimeoutError(f"gave up after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.2)
+            raise LakehouseError(f"gave up after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.1)
 
 
 # -- the commands (parent process) ------------------------------------------------------------

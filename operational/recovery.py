@@ -27,7 +27,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from operational.benchmarks import PROFILES, _profile_config, delivery, say_progress
+from operational.benchmarks import (PROFILES, _profile_config, batch_ended_at, delivery, records_behind, say_progress,
+                                    wait_until)
 from shared.config import Config, with_overrides
 from shared.errors import LakehouseError
 from shared.processes import PathProcess, child_env
@@ -71,7 +72,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     load_started = time.monotonic()
     second = None
     try:
-        _wait(lambda: time.monotonic() - load_started >= kill_after_s or first.ended, kill_after_s + 5, "the kill")
+        wait_until(lambda: time.monotonic() - load_started >= kill_after_s or first.ended, kill_after_s + 5, "the kill")
         if first.ended:
             raise LakehouseError(f"the fast path ended before the kill: {first.failed}")
         end_at_kill = offsets.end_offsets(partitions)
@@ -82,8 +83,9 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
                      "ended), started again at once")
         generator.wait()
         generated = json.loads(generator.stdout.read())
-        _wait(lambda: read_up_to(reports[1], offsets.end_offsets(partitions), clicks) or second.ended,
-              drain_timeout_s, "the restarted fast path to catch up")
+        wait_until(lambda: second.ended or records_behind(reports[1][-1] if reports[1] else None,
+                                                          offsets.end_offsets(partitions), clicks) == 0,
+                   drain_timeout_s, "the restarted fast path to catch up")
         if second.ended:
             raise LakehouseError(f"the restarted fast path ended: {second.failed}")
     finally:
@@ -93,7 +95,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
                 run.stop()
     offsets.close()
     began = (reports[1][0]["sources"][0].get("startOffset") or {}).get(clicks) or {}
-    last_commit = _ended_at(reports[0][-1]) if reports[0] else None
+    last_commit = batch_ended_at(reports[0][-1]) if reports[0] else None
     return {"config": profile, "mode": config.operational.mode, "rate": rate, "seconds": seconds,
             "kill_after_s": kill_after_s, **delivery(rate, generated),
             "checkpoint_interval_s": config.operational.real_time.checkpoint_interval.total_seconds(),
@@ -104,11 +106,11 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
 
 
 def _from_the_topics(config: Config, restarted_at: datetime) -> dict[str, Any]:
-    from operational.time_to_alert import _naive, percentiles, window_latencies
+    from operational.time_to_alert import naive_local, percentiles, window_latencies
     from shared.spark import spark_session
 
     windows = window_latencies(spark_session(config), config).collect()
-    restart = _naive(restarted_at)
+    restart = naive_local(restarted_at)
     settled = restart + timedelta(seconds=SETTLED_S)
     after = [row for row in windows if row.crossedAt is not None and row.crossedAt >= restart]
     alerted_after = [row.firstAlertAt for row in after if row.firstAlertAt is not None]
@@ -137,24 +139,3 @@ def _written_twice(config: Config, topic: str) -> int:
     finally:
         reader.close()
     return sum(count - 1 for count in seen.values())
-
-
-def _ended_at(progress: dict[str, Any]) -> datetime:
-    began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
-    return began + timedelta(milliseconds=progress["durationMs"].get("triggerExecution", 0))
-
-
-def read_up_to(reports: list[dict[str, Any]], end: dict, topic: str) -> bool:
-    """The last progress report has read `topic` up to `end` (partition -> offset)."""
-    if not reports:
-        return False
-    done = (reports[-1]["sources"][0].get("endOffset") or {}).get(topic) or {}
-    return all(int(done.get(str(tp.partition), -1)) >= offset for tp, offset in end.items())
-
-
-def _wait(condition, timeout_s: float, what: str) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise LakehouseError(f"gave up after {timeout_s:g} s waiting for {what}")
-        time.sleep(0.1)

@@ -69,7 +69,7 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
     windows = window_latencies(spark, config).collect()
     warmup = 0
     if measured_from is not None:
-        warm = {row.alertId for row in windows if row.crossedAt is not None and row.crossedAt < _naive(measured_from)}
+        warm = {row.alertId for row in windows if row.crossedAt is not None and row.crossedAt < naive_local(measured_from)}
         warmup = len(warm)
         windows = [row for row in windows if row.alertId not in warm]
     latencies = sorted(row.latencyMs for row in windows if row.latencyMs is not None)
@@ -83,7 +83,7 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
     }
 
 
-def _naive(moment: datetime) -> datetime:
+def naive_local(moment: datetime) -> datetime:
     """`moment` as the naive local datetime Spark's collect() gives for a timestamp."""
     return moment.astimezone().replace(tzinfo=None) if moment.tzinfo else moment
 

@@ -13,6 +13,7 @@ import random
 import pytest
 
 from operational import hot_pages
+from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics, producer_for
 from tests.conftest import make_config
 from tests.contract_oracle import event_time_micros
@@ -27,12 +28,10 @@ HOSTILE = 10_000
 
 
 def latest_counts(config) -> dict[tuple[str, int], int]:
-    """The highest count per (page, window start in microseconds) on the alerts topic."""
-    counts: dict[tuple[str, int], int] = {}
-    for record in alert_records(config):
-        key = (record["pageId"], event_time_micros(record["windowStart"]))
-        counts[key] = max(counts.get(key, 0), record["clickCount"])
-    return counts
+    """The highest count per (page, window start in microseconds), as a consumer of the alerts reads them."""
+    book = latest_alerts(config.kafka, config.kafka.topics.alerts)
+    assert book.invalid == []
+    return {(a.page_id, event_time_micros(a.window_start)): a.click_count for a in book.latest.values()}
 
 
 def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_real_time_fast_path(spark, config_overrides):

@@ -62,15 +62,15 @@ def test_each_rate_gets_as_many_hot_pages_as_the_traffic_allows():
     assert load_shape(config, 5_000)[0] == 2
 
 
-def test_the_recovery_waits_until_the_last_report_has_read_every_partition_to_the_end():
+def test_records_behind_counts_what_the_last_report_had_not_read_of_every_partition():
     from kafka import TopicPartition
 
-    from operational.recovery import read_up_to
+    from operational.benchmarks import records_behind
 
     end = {TopicPartition("clicks", 0): 100, TopicPartition("clicks", 1): 50}
     report = lambda offsets: {"sources": [{"endOffset": {"clicks": offsets}}]}  # noqa: E731
-    assert not read_up_to([], end, "clicks")
-    assert not read_up_to([report({"0": 100, "1": 49})], end, "clicks")
-    assert not read_up_to([report({"0": 100, "1": 50}), report({"0": 100})], end, "clicks")  # the last one counts
-    assert read_up_to([report({"0": 100, "1": 50})], end, "clicks")
-    assert read_up_to([report({"0": 120, "1": 51})], end, "clicks")
+    assert records_behind(None, end, "clicks") == 150  # no report yet: all of it
+    assert records_behind(report({"0": 100, "1": 49}), end, "clicks") == 1
+    assert records_behind(report({"0": 100}), end, "clicks") == 50  # a partition it has not read yet
+    assert records_behind(report({"0": 100, "1": 50}), end, "clicks") == 0
+    assert records_behind(report({"0": 120, "1": 51}), end, "clicks") == 0  # read past `end`: not negative
