@@ -83,10 +83,21 @@ def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_a
         running = subprocess.Popen([LAKEHOUSE, *extra_args, "run", *options], stdout=subprocess.PIPE,
                                    stderr=stderr, text=True, env=env)
         try:
-            wait_for(lambda: alerted(config) == expected_alerts(real_time), timeout_s, "the alerts the oracle expects",
-                     every_s=1)
-            wait_for(lambda: is_delta_table(spark, gold_path) and gold(spark, config) == expected_windows(),
-                     timeout_s, "gold as the oracle expects", every_s=3)
+            seen: dict[str, object] = {}
+
+            def holds(name: str, read: Callable[[], object], expected: object) -> bool:
+                seen[name] = read()
+                return seen[name] == expected
+
+            try:
+                wait_for(lambda: holds("alerts", lambda: alerted(config), expected_alerts(real_time)), timeout_s,
+                         "the alerts the oracle expects", every_s=1)
+                wait_for(lambda: is_delta_table(spark, gold_path) and holds("gold", lambda: gold(spark, config),
+                                                                            expected_windows()),
+                         timeout_s, "gold as the oracle expects", every_s=3)
+            except AssertionError as timed_out:
+                raise AssertionError(f"{timed_out}; last seen {seen}; run's log ends:\n"
+                                     f"{log.read_text()[-4000:]}") from None
             while_running()
             running.send_signal(signal.SIGTERM)
             assert running.wait(timeout=120) == 0, log.read_text()[-3000:]
