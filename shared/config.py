@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlparse
@@ -33,6 +33,7 @@ from pydantic import (
 )
 
 from shared import PROJECT_ROOT
+from shared.config_layers import apply_override, deep_merge, describe, read_yaml, substitute_environment
 from shared.errors import ConfigError
 from shared.storage import checkpoint_location, location
 
@@ -46,7 +47,6 @@ _UNIT_SECONDS = {
     **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
     **dict.fromkeys(("h", "hour", "hours"), 3600),
 }
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def parse_duration(value: Any) -> timedelta:
@@ -323,18 +323,17 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
 
     `secrets=False`: for commands that use no credential (stopping a broker, the cluster's commands),
     a `${NAME}` whose variable is not set stays as written instead of stopping the command."""
-    raw = _read_yaml(DEFAULT_CONFIG)
+    raw = read_yaml(DEFAULT_CONFIG)
     path = path or os.environ.get(CONFIG_ENV_VAR) or None
     if path and Path(path).resolve() != DEFAULT_CONFIG:
-        raw = _deep_merge(raw, _read_yaml(Path(path)))
+        raw = deep_merge(raw, read_yaml(Path(path)))
     for item in overrides:
-        key, value = _parse_override(item)
-        _set_dotted(raw, key, value)
-    raw = _substitute_environment(raw, prefix="", required=secrets)
+        apply_override(raw, item)
+    raw = substitute_environment(raw, required=secrets)
     try:
         config = Config.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError(_describe(error)) from None
+        raise ConfigError(describe(error)) from None
     return _resolve_local_paths(config)
 
 
@@ -342,114 +341,17 @@ def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
     """`config` with `--set`-style overrides applied and validated again (e.g. a run's own topics)."""
     raw = config.model_dump()
     for item in overrides:
-        key, value = _parse_override(item)
-        _set_dotted(raw, key, value)
+        apply_override(raw, item)
     try:
         return _resolve_local_paths(Config.model_validate(raw))
     except ValidationError as error:
-        raise ConfigError(_describe(error)) from None
+        raise ConfigError(describe(error)) from None
 
 
 def render(config: Config) -> str:
     """The effective configuration as YAML, secrets masked."""
     data = config.model_dump(mode="json")
     return yaml.safe_dump(data, sort_keys=False)
-
-
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"config file {path} does not exist") from None
-    except OSError as error:
-        raise ConfigError(f"config file {path} cannot be read: {error.strerror}") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"config file {path} is not valid YAML: {error}") from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping of sections, got {type(data).__name__}")
-    return data
-
-
-def _deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
-            merged[key] = _deep_merge(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-def _parse_override(item: str) -> tuple[str, Any]:
-    key, sep, text = item.partition("=")
-    key = key.strip()
-    if not sep or not key or any(not part for part in key.split(".")):
-        raise ConfigError(f"--set {item!r}: expected dotted.key=value, e.g. --set hot_pages.threshold=100")
-    try:
-        value = yaml.safe_load(text) if text.strip() else ""
-    except yaml.YAMLError:
-        value = text
-    return key, value
-
-
-#: Maps whose own keys contain dots: `--set spark.conf.spark.sql.x=1` sets the key 'spark.sql.x'.
-_FREE_FORM_MAPS = ("spark.conf.",)
-
-
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    for prefix in _FREE_FORM_MAPS:
-        if key.startswith(prefix) and len(key) > len(prefix):
-            parts = [*prefix.rstrip(".").split("."), key[len(prefix):]]
-    node = data
-    for depth, part in enumerate(parts[:-1]):
-        child = node.setdefault(part, {})
-        if not isinstance(child, dict):
-            prefix = ".".join(parts[: depth + 1])
-            raise ConfigError(f"--set {key}: {prefix} is a value, not a section")
-        node = child
-    node[parts[-1]] = value
-
-
-def _substitute_environment(value: Any, prefix: str, required: bool = True) -> Any:
-    if isinstance(value, dict):
-        return {k: _substitute_environment(v, f"{prefix}{k}.", required) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_substitute_environment(v, prefix, required) for v in value]
-    if isinstance(value, str):
-
-        def lookup(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in os.environ:
-                if not required:
-                    return match.group(0)
-                raise ConfigError(f"{prefix.rstrip('.')}: environment variable {name} is not set")
-            return os.environ[name]
-
-        return _ENV_REFERENCE.sub(lookup, value)
-    return value
-
-
-def _describe(error: ValidationError) -> str:
-    lines = []
-    for problem in error.errors():
-        key = ".".join(str(part) for part in problem["loc"])
-        if problem["type"] == "extra_forbidden":
-            message = "unknown key (a typo? see conf/local.yaml for the keys)"
-        elif problem["type"] == "missing":
-            message = "missing"
-        elif problem["type"] in ("model_type", "dict_type"):
-            message = f"must be a section of keys, got {problem['input']!r}"
-        elif problem["type"] == "value_error":
-            message = problem["msg"].removeprefix("Value error, ")
-        else:
-            message = f"{problem['msg']} (got {problem['input']!r})"
-        lines.append(f"{key or 'config'}: {message}")
-    return "invalid configuration:\n  " + "\n  ".join(lines)
 
 
 def _resolve_local_paths(config: Config) -> Config:
