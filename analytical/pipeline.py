@@ -26,7 +26,8 @@ from shared.errors import LakehouseError
 from shared.progress import Progress
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.storage import checkpoint_location
-from shared.streaming import RunningTotals, Stream, supervise
+from shared.query_progress import RunningTotals
+from shared.streaming import Stream, supervise
 
 Report = Callable[[str], None]
 

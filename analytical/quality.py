@@ -26,7 +26,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from shared.config import ExpectationPolicy as Policy
-from shared.streaming import EXPECTATIONS_PREFIX
+from shared.query_progress import EXPECTATIONS_PREFIX
 
 FAILED_EXPECTATION = "failedExpectation"  # the column naming a row's first failed expectation
 

@@ -67,7 +67,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     from operational.time_to_alert import time_to_alert
     from shared.kafka import consumer_for, ensure_topics
     from shared.spark import spark_session
-    from shared.streaming import ProgressSummary, progress_dict, stop_between_batches
+    from shared.query_progress import ProgressSummary, batch_boundaries, records_behind
+    from shared.streaming import stop_between_batches
 
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"
@@ -111,7 +112,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
 
     def lag() -> int:
         last = query.lastProgress
-        return records_behind(progress_dict(last) if last else None, offsets.end_offsets(partitions), clicks)
+        return records_behind(ProgressSummary.of(last) if last else None, offsets.end_offsets(partitions), clicks)
 
     load_started = datetime.now(timezone.utc)
     generator = subprocess.Popen(
@@ -120,7 +121,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
     )
     started = time.monotonic()
-    batches: dict[int, dict[str, Any]] = {}
+    batches: dict[int, ProgressSummary] = {}
     samples: list[dict[str, Any]] = []
     next_sample = started
     # The events the fast path has read, of all the generator sends (exactly rate x its seconds).
@@ -129,8 +130,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     def collect() -> None:
         for progress in query.recentProgress:
             if progress["batchId"] not in batches:
-                batch = batches[progress["batchId"]] = progress_dict(progress)
-                read.advance(batch["numInputRows"])
+                batch = batches[progress["batchId"]] = ProgressSummary.of(progress)
+                read.advance(batch.input_rows)
 
     def caught_up() -> bool:
         collect()
@@ -167,16 +168,16 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     offsets.close()
     scraping.close()
 
-    data = [p for _, p in sorted(batches.items()) if p["numInputRows"] > 0]
-    durations = [p["durationMs"]["triggerExecution"] for p in data]
+    data = [p for _, p in sorted(batches.items()) if p.input_rows > 0]
+    durations = [p.duration_ms for p in data]
     result: dict[str, Any] = {
         **delivery(rate, generated),
-        "input_rate": round(sum(p["numInputRows"] for p in data) / max(1e-9, sum(d / 1000 for d in durations)), 1)
+        "input_rate": round(sum(p.input_rows for p in data) / max(1e-9, sum(d / 1000 for d in durations)), 1)
         if durations else 0.0,
         "batches": len(data),
         "batch_ms_p50": statistics.median(durations) if durations else None,
         "batch_ms_max": max(durations) if durations else None,
-        "duration_ms_p50": {part: statistics.median(p["durationMs"].get(part, 0) for p in data)
+        "duration_ms_p50": {part: statistics.median(p.durations_ms.get(part, 0) for p in data)
                             for part in _DURATION_PARTS} if data else {},
         "drain_s": round(drain_s, 1),
         "mode": config.operational.mode,
@@ -200,7 +201,9 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
     `every_s` by a real Prometheus (shared.services.prometheus) with the shipped scrape job. The
     dict it yields receives, at the end, how many scrapes there were and their mean duration."""
     from operational.hot_pages import STREAM
-    from shared.metrics import BrokerOffsets, QueryFacts, listening, serving
+    from shared.broker_readings import BrokerOffsets
+    from shared.metrics import QueryFacts, serving
+    from shared.query_progress import watching
     from shared.services.prometheus import PrometheusServer, missing_reason, tools
 
     if tools() is None:
@@ -213,7 +216,7 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "prometheus.yml").write_text(json.dumps(scrape))  # JSON is YAML
     facts = {STREAM.name: QueryFacts.of(config, STREAM)}
-    with serving(settings, "operational", facts, BrokerOffsets(config.kafka)) as metrics, listening(spark, metrics), \
+    with serving(settings, "operational", facts, BrokerOffsets(config.kafka)) as metrics, watching(spark, metrics), \
             PrometheusServer(folder / "prometheus.yml", folder / "tsdb", log_file=folder / "prometheus.log") as server:
         scrapes: dict[str, Any] = {}
         yield scrapes
@@ -223,38 +226,17 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
             scrapes[key] = round(float(found[0]["value"][1]), 1) if found else None
 
 
-def batch_end(progress: dict[str, Any]) -> dict[str, Any]:
-    """What a real-time batch's end cost, from its progress: its length, and per state operator the
-    rows it evicted and the time that took, against the rows it holds."""
-    return {"batch": progress["batchId"], "input_rows": progress["numInputRows"],
-            "trigger_ms": progress["durationMs"].get("triggerExecution"),
-            "planning_ms": progress["durationMs"].get("queryPlanning"),
+def batch_end(summary: Any) -> dict[str, Any]:
+    """What a real-time batch's end cost, from its progress (a shared.query_progress.ProgressSummary):
+    its length, and per state operator the rows it evicted and the time that took, against the rows it holds."""
+    return {"batch": summary.batch_id, "input_rows": summary.input_rows,
+            "trigger_ms": summary.duration_ms, "planning_ms": summary.durations_ms.get("queryPlanning"),
             "operators": [{"name": op.get("operatorName"), "rows": op.get("numRowsTotal"),
                            "removed": op.get("numRowsRemoved"), "removal_ms": op.get("allRemovalsTimeMs"),
                            "update_ms": op.get("allUpdatesTimeMs"), "commit_ms": op.get("commitTimeMs"),
                            "removed_during_batch": (op.get("customMetrics") or {}).get("numRowsIncrementallyRemoved"),
                            "read_for_eviction": (op.get("customMetrics") or {}).get("numRowsReadDuringEviction")}
-                          for op in progress.get("stateOperators", [])]}
-
-
-def batch_ended_at(progress: dict[str, Any]) -> datetime:
-    """When the batch of a progress report ended (its start plus its triggerExecution)."""
-    began = datetime.fromisoformat(progress["timestamp"].replace("Z", "+00:00"))
-    return began + timedelta(milliseconds=progress["durationMs"].get("triggerExecution", 0))
-
-
-def batch_boundaries(progresses: Any, start: datetime, end: datetime) -> int:
-    """How many batches ended inside [start, end]: a real-time batch's end is its boundary, where the
-    query commits and starts the next one."""
-    return sum(1 for progress in progresses if start <= batch_ended_at(progress) <= end)
-
-
-def records_behind(progress: dict[str, Any] | None, end: dict[Any, int], topic: str) -> int:
-    """Records of `topic` up to `end` (TopicPartition -> offset) that the batch of `progress` had not
-    read (all of them when there is no report yet)."""
-    source = ((progress or {}).get("sources") or [{}])[0]
-    read = (source.get("endOffset") or {}).get(topic) or {}
-    return sum(max(0, offset - int(read.get(str(tp.partition), 0))) for tp, offset in end.items())
+                          for op in summary.operators]}
 
 
 #: A run is valid only when the traffic delivered at least this share of the offered rate.

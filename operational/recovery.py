@@ -27,11 +27,11 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from operational.benchmarks import (PROFILES, _profile_config, batch_ended_at, delivery, records_behind, say_progress,
-                                    wait_until)
+from operational.benchmarks import PROFILES, _profile_config, delivery, say_progress, wait_until
 from shared.config import Config, with_overrides
 from shared.errors import LakehouseError
 from shared.processes import PathProcess, child_env
+from shared.query_progress import ProgressSummary, records_behind
 from shared.runtime import FAST_PATH, MEDALLION, command_in
 
 #: Windows that crossed this long after the restart are "after the first minute".
@@ -83,7 +83,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
                      "ended), started again at once")
         generator.wait()
         generated = json.loads(generator.stdout.read())
-        wait_until(lambda: second.ended or records_behind(reports[1][-1] if reports[1] else None,
+        wait_until(lambda: second.ended or records_behind(ProgressSummary.of(reports[1][-1]) if reports[1] else None,
                                                           offsets.end_offsets(partitions), clicks) == 0,
                    drain_timeout_s, "the restarted fast path to catch up")
         if second.ended:
@@ -95,7 +95,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
                 run.stop()
     offsets.close()
     began = (reports[1][0]["sources"][0].get("startOffset") or {}).get(clicks) or {}
-    last_commit = batch_ended_at(reports[0][-1]) if reports[0] else None
+    last_commit = ProgressSummary.of(reports[0][-1]).ended_at if reports[0] else None
     return {"config": profile, "mode": config.operational.mode, "rate": rate, "seconds": seconds,
             "kill_after_s": kill_after_s, **delivery(rate, generated),
             "checkpoint_interval_s": config.operational.real_time.checkpoint_interval.total_seconds(),

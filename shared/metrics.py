@@ -2,14 +2,17 @@
 
 `lakehouse operational`, `analytical` and `run` (each of run's two processes) serve them over HTTP
 at `metrics.bind_address` and their path's port (`metrics.operational_port`, `metrics.analytical_port`)
-while their queries run (`serving`). The progress listener (shared.monitoring.ProgressRecorder)
-hands every report to `QueryMetrics`, which keeps the counters and the last values. Two series are
+while their queries run (`serving`). The session's listener (shared.query_progress.watching)
+hands every report to `QueryMetrics`, which keeps the counters and the last values. Some series are
 computed when Prometheus scrapes, because their point is to move when the query does not:
 
-  - the Kafka lag: the broker's newest offsets now minus the offsets the query has processed.
-    Spark's Kafka source commits no consumer-group offsets, so the usual lag exporters see nothing
-    of these streams; a frozen or starved query's lag keeps growing here;
-  - the watermark's delay behind the wall clock.
+  - the Kafka lag: the broker's newest offsets now (shared.broker_readings) minus the offsets the
+    query has processed; a frozen or starved query's lag keeps growing here;
+  - the watermark's delay behind the wall clock;
+  - for a query in real-time mode, whose batch reports come once per checkpoint interval: its Kafka
+    consumers' own metrics (shared.live_consumers) give the lag live, stamp the last progress while
+    they poll, and say what the running batch has read, which advances the input rows counter; its
+    alerts are counted on the alerts topic itself, and the newest alert's time is read from there.
 
 Names follow Prometheus' conventions (the unit in the name, `_total` on counters); every series has
 the label `query` (the Spark query name), and `reason`, `table`, `expectation` or `topic` where they
@@ -30,16 +33,22 @@ from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, Pro
                                start_http_server)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
-from pyspark.sql.streaming import StreamingQueryListener
 
 from shared.config import Config, MetricsConfig
-from shared.parsing import PARSE_METRICS, PARSE_REASONS
-from shared.streaming import Offsets, Stream, expectation_counts, kafka_offsets, progress_dict
+from shared.broker_readings import BrokerOffsets
+from shared.live_consumers import ConsumerReading
+from shared.parsing import PARSE_REASONS
+from shared.query_progress import Offsets, ProgressSummary
+from shared.streaming import Stream
 
 #: Batch durations from a fast-path batch (well under a second) to a backfill's (minutes).
 BATCH_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 #: The broker's newest offsets of the given topics, or None when the broker does not answer.
 LatestOffsets = Callable[[Iterable[str]], Offsets | None]
+#: This JVM's Kafka consumers by topic (shared.live_consumers.consumer_readings bound to a session).
+LiveReadings = Callable[[], Mapping[str, ConsumerReading]]
+#: The Unix time of the newest record on a topic, or None (empty, or the broker does not answer).
+NewestRecordTime = Callable[[str], float | None]
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,12 @@ class QueryFacts:
     #: first value of a series, and a first failure must raise an alert.
     invalid_reasons: tuple[str, ...] = ()
     expectations: tuple[str, ...] = ()
+    #: Spark's real-time mode: one batch per checkpoint interval, so the series below also follow the
+    #: running batch (shared.live_consumers) and the alerts topic, not only the batch reports.
+    real_time: bool = False
+    #: The topic it reads (followed live in real-time mode), and the one its alerts go to.
+    source_topic: str | None = None
+    alerts_topic: str | None = None
 
     @classmethod
     def of(cls, config: Config, stream: Stream) -> "QueryFacts":
@@ -69,7 +84,10 @@ class QueryFacts:
                    table=table.name if table else None, alerts=stream.layer == "fast",
                    invalid_reasons=tuple(reason.value for reason in PARSE_REASONS)
                    if stream.layer in ("fast", "silver") else (),  # the layers that parse Kafka records
-                   expectations=tuple(expectation.name for expectation in suite.on_write) if suite else ())
+                   expectations=tuple(expectation.name for expectation in suite.on_write) if suite else (),
+                   real_time=stream.layer == "fast" and config.operational.mode == "real-time",
+                   source_topic=config.kafka.topics.clicks if stream.layer == "fast" else None,
+                   alerts_topic=config.kafka.topics.alerts if stream.layer == "fast" else None)
 
 
 class QueryMetrics(Collector):
@@ -77,10 +95,16 @@ class QueryMetrics(Collector):
     nothing else of the process is exported, and tests make several)."""
 
     def __init__(self, facts: Mapping[str, QueryFacts], latest_offsets: LatestOffsets | None = None,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, live: LiveReadings | None = None,
+                 newest_record_time: NewestRecordTime | None = None):
         self.facts = dict(facts)
         self._latest_offsets = latest_offsets
         self._clock = clock
+        self._live = live
+        self._newest_record_time = newest_record_time
+        self._live_counted: dict[str, dict[int, int]] = {}  # query -> batch id -> its rows counted live
+        self._alerts_baseline: dict[str, int] = {}  # alerting query -> its topic's records when it started
+        self._alerts_counted: dict[str, int] = {}  # alerting query -> records counted on its topic since
         self._lock = threading.Lock()
         self._processed: dict[str, Offsets] = {}  # query -> offsets its last batch ended at
         self._latest_seen: dict[str, Offsets] = {}  # query -> the broker's offsets at its last batch
@@ -88,6 +112,7 @@ class QueryMetrics(Collector):
         self._counted: dict[str, tuple[str, int]] = {}  # query -> (run id, batch id) last counted
         disable_created_metrics()  # no `_created` twin per counter: Prometheus 2 does not use them
         self.registry = registry = CollectorRegistry(auto_describe=True)
+        registry.register(self)  # collected first: a scrape's live readings reach the counters it then reads
         query = ("query",)
 
         def gauge(name: str, text: str, labels: tuple[str, ...] = query) -> Gauge:
@@ -117,14 +142,15 @@ class QueryMetrics(Collector):
         self.expectation_failures = counter("lakehouse_expectation_failures", "Rows that broke an expectation",
                                             ("query", "table", "expectation"))
         self.alerts = counter("lakehouse_alerts_emitted", "Hot-page alerts published to Kafka")
+        self.real_time = gauge("lakehouse_query_real_time", "1: Spark's real-time mode (a batch per checkpoint "
+                               "interval, followed live); 0: micro-batches")
         self.last_progress = gauge("lakehouse_last_progress_timestamp_seconds",
                                    "Unix time of the query's newest progress or idle report")
-        registry.register(self)
         ProcessCollector(registry=registry)
 
     # -- what the listener reports --------------------------------------------------------------
 
-    def started(self, query: str) -> None:
+    def started(self, query: str, run_id: str = "") -> None:
         self.up.labels(query).set(1)
         self.last_progress.labels(query).set(self._clock())
         for counter in (self.failures, self.batches, self.input_rows, self.late_dropped):
@@ -139,67 +165,64 @@ class QueryMetrics(Collector):
                 self.expectation_failures.labels(query, facts.table or "", expectation)
             if facts.alerts:
                 self.alerts.labels(query)
+            self.real_time.labels(query).set(1 if facts.real_time else 0)
+            if facts.real_time and facts.alerts_topic and self._latest_offsets:
+                on_topic = self._latest_offsets([facts.alerts_topic])
+                if on_topic is not None:
+                    with self._lock:
+                        self._alerts_baseline.setdefault(query, sum(on_topic.values()))
 
     def idle(self, query: str) -> None:
         self.last_progress.labels(query).set(self._clock())
 
-    def terminated(self, query: str, failed: bool) -> None:
+    def terminated(self, query: str, run_id: str, error: str | None) -> None:
         self.up.labels(query).set(0)
-        if failed:
+        if error is not None:
             self.failures.labels(query).inc()
 
-    def progressed(self, progress: Any) -> None:
+    def progressed(self, summary: ProgressSummary) -> None:
         """One progress report: counters grow once per batch (a report seen twice counts once)."""
-        data = progress_dict(progress)
-        query = data.get("name") or "unnamed"
+        query = summary.name
         self.up.labels(query).set(1)
         self.last_progress.labels(query).set(self._clock())
-        self._keep_offsets_and_watermark(query, data)
-        batch = (str(data.get("runId")), int(data.get("batchId", -1)))
         with self._lock:
+            if summary.processed_offsets:
+                self._processed[query] = summary.processed_offsets
+                self._latest_seen[query] = summary.latest_offsets
+            watermark = _seconds(summary.watermark)
+            if watermark:  # the epoch: no event seen yet, no watermark to be late by
+                self._watermark[query] = watermark
+            batch = (str(summary.run_id), summary.batch_id)
             if self._counted.get(query) == batch:
                 return
             self._counted[query] = batch
-        self._count_batch(query, data)
+        self._count_batch(summary)
 
-    def _count_batch(self, query: str, data: dict[str, Any]) -> None:
-        facts = self.facts.get(query)
-        operators = data.get("stateOperators") or []
-        seconds = (data.get("durationMs") or {}).get("triggerExecution", 0) / 1000
+    def _count_batch(self, summary: ProgressSummary) -> None:
+        query, facts = summary.name, self.facts.get(summary.name)
+        seconds = summary.duration_ms / 1000
         self.batches.labels(query).inc()
-        self.input_rows.labels(query).inc(data.get("numInputRows") or 0)
-        self.input_rate.labels(query).set(float(data.get("inputRowsPerSecond") or 0))
-        self.processed_rate.labels(query).set(float(data.get("processedRowsPerSecond") or 0))
+        with self._lock:  # what the scrapes already counted of this batch while it ran
+            counted_live = self._live_counted.get(query, {})
+            already = counted_live.pop(summary.batch_id, 0)
+            for earlier in [batch for batch in counted_live if batch < summary.batch_id]:
+                del counted_live[earlier]
+        self.input_rows.labels(query).inc(max(0, summary.input_rows - already))
+        self.input_rate.labels(query).set(summary.input_rate)
+        self.processed_rate.labels(query).set(summary.processed_rate)
         self.batch_duration.labels(query).observe(seconds)
         self.last_batch_duration.labels(query).set(seconds)
-        self.state_rows.labels(query).set(sum(op.get("numRowsTotal", 0) for op in operators))
-        self.state_memory.labels(query).set(sum(op.get("memoryUsedBytes", 0) for op in operators))
-        self.late_dropped.labels(query).inc(sum(op.get("numRowsDroppedByWatermark", 0) for op in operators))
-        observed = data.get("observedMetrics") or {}
-        for reason, count in (observed.get(PARSE_METRICS) or {}).items():
-            if reason not in ("records", "invalid") and count:
-                self.invalid.labels(query, reason).inc(count)
+        self.state_rows.labels(query).set(summary.state_rows)
+        self.state_memory.labels(query).set(summary.state_memory_bytes)
+        self.late_dropped.labels(query).inc(summary.dropped_by_watermark)
+        for reason, count in summary.invalid_by_reason.items():
+            self.invalid.labels(query, reason).inc(count)
         table = facts.table if facts and facts.table else ""
-        for expectation, count in expectation_counts(observed).items():
+        for expectation, count in summary.expectations.items():
             if count:
                 self.expectation_failures.labels(query, table, expectation).inc(count)
-        sink_rows = (data.get("sink") or {}).get("numOutputRows", -1)
-        if facts and facts.alerts and sink_rows > 0:
-            self.alerts.labels(query).inc(sink_rows)
-
-    def _keep_offsets_and_watermark(self, query: str, data: dict[str, Any]) -> None:
-        processed: Offsets = {}
-        latest: Offsets = {}
-        for source in data.get("sources") or []:
-            processed |= kafka_offsets(source.get("endOffset"))
-            latest |= kafka_offsets(source.get("latestOffset"))
-        watermark = _seconds(((data.get("eventTime") or {}).get("watermark")))
-        with self._lock:
-            if processed:
-                self._processed[query] = processed
-                self._latest_seen[query] = latest
-            if watermark:  # the epoch: no event seen yet, no watermark to be late by
-                self._watermark[query] = watermark
+        if facts and facts.alerts and not facts.real_time and summary.sink_rows > 0:
+            self.alerts.labels(query).inc(summary.sink_rows)
 
     # -- what is computed at scrape time --------------------------------------------------------
 
@@ -208,7 +231,7 @@ class QueryMetrics(Collector):
         yield from self._live_families()
 
     def collect(self) -> Iterator[Any]:
-        delay, lag = self._live_families()
+        delay, lag, reading, last_alert = self._live_families()
         now = self._clock()
         with self._lock:
             watermarks = dict(self._watermark)
@@ -216,63 +239,88 @@ class QueryMetrics(Collector):
             seen = {query: dict(offsets) for query, offsets in self._latest_seen.items()}
         for query, watermark in sorted(watermarks.items()):
             delay.add_metric([query], now - watermark)
-        topics = {topic for offsets in processed.values() for topic, _ in offsets}
+        followed = {query: facts for query, facts in self.facts.items() if facts.real_time}
+        topics = {topic for offsets in processed.values() for topic, _ in offsets} | {
+            topic for facts in followed.values() for topic in (facts.source_topic, facts.alerts_topic) if topic}
         latest = self._latest_offsets(topics) if self._latest_offsets and topics else None
-        for query, offsets in sorted(processed.items()):
+        behind: dict[tuple[str, str], int] = {}
+        for query, offsets in processed.items():
             newest = latest if latest is not None else seen.get(query, {})
-            for topic in sorted({topic for topic, _ in offsets}):
-                behind = sum(max(newest.get(key, end) - end, 0) for key, end in offsets.items() if key[0] == topic)
-                lag.add_metric([query, topic], behind)
+            for topic in {topic for topic, _ in offsets}:
+                behind[(query, topic)] = sum(max(newest.get(key, end) - end, 0)
+                                             for key, end in offsets.items() if key[0] == topic)
+        consumers = self._consumer_readings() if followed else {}
+        for query, facts in sorted(followed.items()):
+            live = consumers.get(facts.source_topic or "")
+            if live is not None:  # the running batch, between its reports
+                behind[(query, facts.source_topic)] = sum(live.lags.values())
+                self.last_progress.labels(query).set(now - live.last_poll_s)
+                if latest is not None and query in processed:
+                    read = sum(max(0, latest.get((facts.source_topic, partition), 0) - partition_lag
+                                   - processed[query].get((facts.source_topic, partition), 0))
+                               for partition, partition_lag in live.lags.items())
+                    reading.add_metric([query], read)
+                    self._count_running_batch(query, read)
+            if facts.alerts_topic and latest is not None:
+                self._count_alerts_on_topic(query, facts.alerts_topic, latest)
+        for (query, topic), records in sorted(behind.items()):
+            lag.add_metric([query, topic], records)
+        for query, facts in sorted(self.facts.items()):
+            newest_alert = self._newest_record_time(facts.alerts_topic) \
+                if facts.alerts_topic and self._newest_record_time else None
+            if newest_alert is not None:
+                last_alert.add_metric([query], newest_alert)
         yield delay
         yield lag
+        yield reading
+        yield last_alert
+
+    def _consumer_readings(self) -> Mapping[str, ConsumerReading]:
+        try:
+            return self._live() if self._live else {}
+        except Exception:  # a scrape must answer: the batch reports still count
+            return {}
+
+    def _count_running_batch(self, query: str, read: int) -> None:
+        """The running batch's reads so far advance the input rows counter; its report later adds
+        only the rest (`_count_batch`)."""
+        with self._lock:
+            running = self._counted[query][1] + 1 if query in self._counted else 0
+            counted = self._live_counted.setdefault(query, {})
+            more = read - counted.get(running, 0)
+            if more > 0:
+                counted[running] = read
+        if more > 0:
+            self.input_rows.labels(query).inc(more)
+
+    def _count_alerts_on_topic(self, query: str, topic: str, latest: Offsets) -> None:
+        """A real-time query's alerts, counted as records on its alerts topic since it started."""
+        on_topic = sum(offset for (name, _), offset in latest.items() if name == topic)
+        with self._lock:
+            if query not in self._alerts_baseline:
+                return
+            emitted = on_topic - self._alerts_baseline[query]
+            more = emitted - self._alerts_counted.get(query, 0)
+            if more > 0:
+                self._alerts_counted[query] = emitted
+        if more > 0:
+            self.alerts.labels(query).inc(more)
 
     @staticmethod
-    def _live_families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+    def _live_families() -> tuple[GaugeMetricFamily, ...]:
         return (
             GaugeMetricFamily("lakehouse_watermark_delay_seconds",
                               "Wall clock minus the query's event-time watermark, at scrape time", labels=["query"]),
             GaugeMetricFamily("lakehouse_kafka_lag_records",
-                              "Records on the broker the query has not processed, at scrape time",
-                              labels=["query", "topic"]),
+                              "Records on the broker the query has not processed (nor read in its running "
+                              "real-time batch), at scrape time", labels=["query", "topic"]),
+            GaugeMetricFamily("lakehouse_running_batch_records_read",
+                              "Records the running real-time batch has read so far (its Kafka consumers' positions)",
+                              labels=["query"]),
+            GaugeMetricFamily("lakehouse_last_alert_timestamp_seconds",
+                              "Unix time of the newest record on the query's alerts topic, at scrape time",
+                              labels=["query"]),
         )
-
-
-class MetricsListener(StreamingQueryListener):
-    """Hands Spark's query events to `QueryMetrics` (kept apart from the progress recorder, so that a
-    benchmark can serve the metrics without recording to Delta)."""
-
-    def __init__(self, metrics: QueryMetrics):
-        self.metrics = metrics
-        self._names: dict[str, str] = {}  # query id -> name: idle and termination events carry no name
-
-    def onQueryStarted(self, event: Any) -> None:
-        self._names[str(event.id)] = event.name or "unnamed"
-        self.metrics.started(self._names[str(event.id)])
-
-    def onQueryProgress(self, event: Any) -> None:
-        self.metrics.progressed(event.progress)
-
-    def onQueryIdle(self, event: Any) -> None:
-        if str(event.id) in self._names:
-            self.metrics.idle(self._names[str(event.id)])
-
-    def onQueryTerminated(self, event: Any) -> None:
-        if str(event.id) in self._names:
-            self.metrics.terminated(self._names[str(event.id)], failed=bool(event.exception))
-
-
-@contextmanager
-def listening(spark: Any, metrics: QueryMetrics | None) -> Iterator[None]:
-    """`metrics` fed by the session's query events while the block runs (nothing when None)."""
-    if metrics is None:
-        yield
-        return
-    listener = MetricsListener(metrics)
-    spark.streams.addListener(listener)
-    try:
-        yield
-    finally:
-        spark.streams.removeListener(listener)
 
 
 def _seconds(instant: str | None) -> float | None:
@@ -280,41 +328,6 @@ def _seconds(instant: str | None) -> float | None:
         return None
     seconds = datetime.fromisoformat(instant.replace("Z", "+00:00")).timestamp()
     return seconds if seconds > 0 else None
-
-
-class BrokerOffsets:
-    """The newest offsets of topics, asked of the broker at each scrape through one kafka-python
-    consumer (no group: nothing is committed). A broker that does not answer within the timeout
-    gives None, and the lag falls back to what the query's last progress saw."""
-
-    def __init__(self, kafka: Any, timeout_ms: int = 2000):
-        self._kafka = kafka
-        self._timeout_ms = timeout_ms
-        self._consumer: Any = None
-        self._lock = threading.Lock()
-
-    def __call__(self, topics: Iterable[str]) -> Offsets | None:
-        from kafka import TopicPartition
-
-        with self._lock:
-            try:
-                if self._consumer is None:
-                    from shared.kafka import consumer_for
-
-                    self._consumer = consumer_for(self._kafka, request_timeout_ms=self._timeout_ms)
-                partitions = [TopicPartition(topic, partition) for topic in sorted(topics)
-                              for partition in sorted(self._consumer.partitions_for_topic(topic) or ())]
-                return {(tp.topic, tp.partition): offset for tp, offset in self._consumer.end_offsets(partitions).items()}
-            except Exception:  # a scrape must answer; the next one asks again
-                self.close()
-                return None
-
-    def close(self) -> None:
-        if self._consumer is not None:
-            try:
-                self._consumer.close()
-            finally:
-                self._consumer = None
 
 
 def require_free_port(settings: MetricsConfig, application: str) -> None:
@@ -327,14 +340,16 @@ def require_free_port(settings: MetricsConfig, application: str) -> None:
 
 @contextmanager
 def serving(settings: MetricsConfig, application: str, facts: Mapping[str, QueryFacts],
-            latest_offsets: LatestOffsets | None = None) -> Iterator[QueryMetrics | None]:
+            latest_offsets: LatestOffsets | None = None, live: LiveReadings | None = None) -> Iterator[QueryMetrics | None]:
     """`QueryMetrics` for the path's `application` (operational, analytical), served over HTTP on
-    its configured port while the block runs; None when `metrics.enabled` is false."""
+    its configured port while the block runs; None when `metrics.enabled` is false. `live`: the
+    session's running batches (real-time queries are followed between their reports)."""
     if not settings.enabled:
         yield None
         return
     require_free_port(settings, application)
-    metrics = QueryMetrics(facts, latest_offsets)
+    newest = latest_offsets.newest_timestamp if isinstance(latest_offsets, BrokerOffsets) else None
+    metrics = QueryMetrics(facts, latest_offsets, live=live, newest_record_time=newest)
     server, thread = start_http_server(settings.port(application), addr=settings.bind_address,
                                        registry=metrics.registry)
     try:

@@ -1,7 +1,7 @@
 """Every query's progress, kept: a StreamingQueryListener that fills the Delta table ops/stream_progress.
 
-The listener runs inside the application: Spark calls it after each micro-batch of every query
-(both paths under `lakehouse run`). It only queues a flat row, so a batch never waits on a write;
+The recorder watches the application's queries (shared.query_progress.watching): it is given each
+batch's progress of every query (both paths under `lakehouse run`). It only queues a flat row, so a batch never waits on a write;
 `ProgressRecorder.flush` appends what is queued in one Delta commit, every `monitoring.flush_interval_s`
 and when the command ends. `lakehouse status` reads the table back (`summarise`).
 
@@ -24,9 +24,8 @@ from typing import Any, NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import StreamingQueryListener
 
-from shared.streaming import ProgressSummary, progress_dict
+from shared.query_progress import ProgressSummary
 
 TABLE = "ops/stream_progress"
 
@@ -67,38 +66,25 @@ _SPARK_TYPES = {
 SCHEMA = ", ".join(f"{name} {_SPARK_TYPES[name]}" for name in ProgressRow._fields)
 
 
-def _instant(text: str | None) -> datetime:
-    if not text:
-        return datetime.now(timezone.utc)
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def progress_row(progress: Any) -> ProgressRow:
+def progress_row(summary: ProgressSummary) -> ProgressRow:
     """One progress report as a row of ops/stream_progress."""
-    data = progress_dict(progress)
-    summary = ProgressSummary.of(data)
-    operators = data.get("stateOperators", [])
-    metrics = [source.get("metrics") or {} for source in data.get("sources", [])]
-    most_behind = [int(m["maxOffsetsBehindLatest"]) for m in metrics if m.get("maxOffsetsBehindLatest")]
     rocksdb = {f"{op.get('operatorName', 'op')}.{key}": int(value)
-               for op in operators for key, value in (op.get("customMetrics") or {}).items()
+               for op in summary.operators for key, value in (op.get("customMetrics") or {}).items()
                if key.startswith("rocksdb") and isinstance(value, (int, float))}
     return ProgressRow(
-        timestamp=_instant(data.get("timestamp")), queryName=data.get("name"), queryId=data.get("id"),
-        runId=data.get("runId"), batchId=summary.batch_id, numInputRows=summary.input_rows,
+        timestamp=summary.started_at or datetime.now(timezone.utc), queryName=summary.name,
+        queryId=summary.query_id, runId=summary.run_id, batchId=summary.batch_id, numInputRows=summary.input_rows,
         inputRowsPerSecond=summary.input_rate, processedRowsPerSecond=summary.processed_rate,
-        durationMs={key: int(value) for key, value in (data.get("durationMs") or {}).items()},
-        watermark=summary.watermark, kafkaLag=summary.lag,
-        maxOffsetsBehindLatest=max(most_behind) if most_behind else None, stateRows=summary.state_rows,
-        stateMemoryBytes=sum(op.get("memoryUsedBytes", 0) for op in operators),
-        droppedByWatermark=summary.dropped_by_watermark, rocksdbMetrics=rocksdb,
-        observedMetrics=json.dumps(data.get("observedMetrics") or {}),
-        expectationsFailed=sum(summary.expectations.values()), progress=json.dumps(data),
+        durationMs=summary.durations_ms, watermark=summary.watermark, kafkaLag=summary.lag,
+        maxOffsetsBehindLatest=summary.max_offsets_behind, stateRows=summary.state_rows,
+        stateMemoryBytes=summary.state_memory_bytes, droppedByWatermark=summary.dropped_by_watermark,
+        rocksdbMetrics=rocksdb, observedMetrics=json.dumps(summary.data.get("observedMetrics") or {}),
+        expectationsFailed=sum(summary.expectations.values()), progress=json.dumps(summary.data),
     )
 
 
-class ProgressRecorder(StreamingQueryListener):
-    """Queues every progress of every query of the session; `flush` writes them to ops/stream_progress.
+class ProgressRecorder:
+    """Queues every progress of every query it watches; `flush` writes them to ops/stream_progress.
 
     `echo`, when given, also receives each progress as its JSON text: `lakehouse analytical
     --progress-json` prints them for `lakehouse run`, whose console view `show`s them.
@@ -108,63 +94,40 @@ class ProgressRecorder(StreamingQueryListener):
         self.spark = spark
         self.path = path
         self._echo = echo
-        self._names: dict[str, str] = {}  # query id -> name, for terminations (which carry no name)
         self._queue: deque[ProgressRow] = deque()
         self._lock = threading.Lock()
         self.latest: dict[str, ProgressRow] = {}  # query name -> its newest row (the console view)
-        self._running: set[str] = set()  # run ids started and not yet reported terminated
-        self._all_terminated = threading.Condition(self._lock)
 
-    def onQueryStarted(self, event: Any) -> None:
-        with self._lock:
-            self._running.add(str(event.runId))
-            self._names[str(event.id)] = event.name
+    def started(self, name: str, run_id: str) -> None:
+        pass
 
-    def onQueryProgress(self, event: Any) -> None:
-        row = progress_row(event.progress)
-        with self._lock:
-            self._queue.append(row)
-            self.latest[row.queryName] = row
+    def progressed(self, summary: ProgressSummary) -> None:
+        self.record(summary)
         if self._echo:
-            self._echo(event.progress.json)
+            self._echo(json.dumps(summary.data))
 
     def show(self, progress: dict[str, Any]) -> None:
         """Put another process's query in the console view (that process records its own progress)."""
-        row = progress_row(progress)
+        row = progress_row(ProgressSummary.of(progress))
         with self._lock:
             self.latest[row.queryName] = row
 
-    def record(self, progress: dict[str, Any]) -> None:
-        """Record and show another process's progress: the fast path's, whose runtime has no Delta."""
-        row = progress_row(progress)
+    def record(self, progress: ProgressSummary | dict[str, Any]) -> None:
+        """Record and show a progress; another process's too (the fast path's, whose runtime has no Delta)."""
+        row = progress_row(progress if isinstance(progress, ProgressSummary) else ProgressSummary.of(progress))
         with self._lock:
             self._queue.append(row)
             self.latest[row.queryName] = row
 
-    def onQueryIdle(self, event: Any) -> None:
+    def idle(self, name: str) -> None:
         pass
 
-    def onQueryTerminated(self, event: Any) -> None:
-        name = self._names.get(str(event.id))
-        if event.exception:
-            row = ProgressRow(timestamp=datetime.now(timezone.utc), queryName=name,
-                              queryId=str(event.id), runId=str(event.runId), durationMs={}, rocksdbMetrics={},
-                              error=event.exception.splitlines()[0])
+    def terminated(self, name: str, run_id: str, error: str | None) -> None:
+        if error is not None:
+            row = ProgressRow(timestamp=datetime.now(timezone.utc), queryName=name, queryId=None, runId=run_id,
+                              durationMs={}, rocksdbMetrics={}, error=error)
             with self._lock:
                 self._queue.append(row)
-        with self._lock:
-            self._running.discard(str(event.runId))
-            self._all_terminated.notify_all()
-
-    def await_terminations(self, timeout_s: float) -> bool:
-        """Wait until every query this listener saw start has been reported terminated to it.
-
-        Spark delivers listener events on its own thread, after the fact: removed (or its process
-        gone) while a query's last events are on their way, the listener fails on Spark's side with
-        `ERROR StreamingQueryListenerBus: Listener PythonStreamingQueryListenerWrapper threw an
-        exception`, which a clean stop must not log."""
-        with self._lock:
-            return self._all_terminated.wait_for(lambda: not self._running, timeout=timeout_s)
 
     def create_table(self) -> None:
         """Create the table if it is missing, before any query runs: under `lakehouse run` two
@@ -210,18 +173,15 @@ class ProgressRecorder(StreamingQueryListener):
 @contextmanager
 def recording(spark: SparkSession, path: str | None,
               echo: Callable[[str], None] | None = None) -> Iterator[ProgressRecorder]:
-    """Record every query's progress to the Delta table at `path` while the block runs (None: a runtime
-    without Delta, whose progress only goes to `echo` and the console view)."""
+    """A recorder to the Delta table at `path` (None: a runtime without Delta, whose progress only goes
+    to `echo` and the console view), flushed when the block ends; hand it to `watching` for the
+    session's own queries."""
     recorder = ProgressRecorder(spark, path, echo)
     if path is not None:
         recorder.create_table()
-    spark.streams.addListener(recorder)
     try:
         yield recorder
     finally:
-        if not any(query.isActive for query in spark.streams.active):  # stopped: their last events are due
-            recorder.await_terminations(timeout_s=10)
-        spark.streams.removeListener(recorder)
         recorder.flush()
 
 

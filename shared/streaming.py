@@ -11,11 +11,9 @@ The driver keeps no growing history: it reads only the query's bounded `recentPr
 
 from __future__ import annotations
 
-import json
 import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,7 +21,7 @@ from typing import Any, Literal, Protocol
 
 from shared.config import Config, ExpectationPolicy, Supervision
 from shared.errors import LakehouseError
-from shared.parsing import PARSE_METRICS
+from shared.query_progress import RunningTotals, status_line
 from shared.storage import checkpoint_location
 
 
@@ -81,140 +79,6 @@ class Stream:
         if declared is None:
             raise LakehouseError(f"the {self.name} stream checks no expectations, so it has no policy")
         return config.quality.policies.get(self.name, declared)
-
-
-def progress_dict(progress: Any) -> dict[str, Any]:
-    """A progress report as plain JSON data (PySpark's object stringifies nested offsets)."""
-    return json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
-
-
-@dataclass(frozen=True)
-class ProgressSummary:
-    """What an operator looks at in one micro-batch's progress report."""
-
-    batch_id: int
-    input_rows: int
-    input_rate: float
-    processed_rate: float
-    duration_ms: int
-    lag: float | None  # records behind the latest offsets, averaged over partitions
-    state_rows: int
-    dropped_by_watermark: int
-    invalid: int
-    watermark: str | None
-    expectations: dict[str, int]  # rows that broke each expectation (analytical.quality), by name
-    backlog: int | None = None  # records from this batch's start to the source's latest offsets (Kafka)
-
-    @classmethod
-    def of(cls, progress: Any) -> "ProgressSummary":
-        progress = progress_dict(progress)
-        source_metrics = [source.get("metrics") or {} for source in progress.get("sources", [])]
-        lags = [float(m["avgOffsetsBehindLatest"]) for m in source_metrics if m.get("avgOffsetsBehindLatest")]
-        operators = progress.get("stateOperators", [])
-        observed = (progress.get("observedMetrics") or {}).get(PARSE_METRICS) or {}
-        return cls(
-            batch_id=progress["batchId"],
-            input_rows=progress.get("numInputRows", 0),
-            input_rate=float(progress.get("inputRowsPerSecond") or 0.0),
-            processed_rate=float(progress.get("processedRowsPerSecond") or 0.0),
-            duration_ms=progress.get("durationMs", {}).get("triggerExecution", 0),
-            lag=sum(lags) if lags else (0.0 if source_metrics else None),
-            state_rows=sum(op.get("numRowsTotal", 0) for op in operators),
-            dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
-            invalid=int(observed.get("invalid", 0)),
-            watermark=(progress.get("eventTime") or {}).get("watermark"),
-            expectations=expectation_counts(progress.get("observedMetrics") or {}),
-            backlog=_kafka_backlog(progress.get("sources", [])),
-        )
-
-
-#: Kafka offsets per (topic, partition).
-Offsets = dict[tuple[str, int], int]
-
-
-def kafka_offsets(value: Any) -> Offsets:
-    """A progress report's Kafka offsets ({topic: {partition: offset}}) by (topic, partition); empty
-    for another source's offsets (a Delta source's are a version and an index) and for none."""
-    if not isinstance(value, dict):
-        return {}
-    return {(topic, int(partition)): int(offset)
-            for topic, partitions in value.items() if isinstance(partitions, dict)
-            for partition, offset in partitions.items() if isinstance(offset, int)}
-
-
-def _kafka_backlog(sources: list[dict[str, Any]]) -> int | None:
-    """Records from the batch's start offsets to its latest ones, summed over Kafka partitions.
-
-    Under Trigger.AvailableNow the Kafka source reports as `latestOffset` the end it fixed for the
-    run, so the first batch's backlog is what the run will read. None when a source is not Kafka or
-    has no start yet (its first batch ever), or a partition has no start offset.
-    """
-    backlog = 0
-    for source in sources:
-        start, latest = kafka_offsets(source.get("startOffset")), kafka_offsets(source.get("latestOffset"))
-        if not start or not latest or set(latest) - set(start):
-            return None
-        backlog += sum(offset - start[key] for key, offset in latest.items())
-    return backlog if sources else None
-
-
-#: Observed metrics named expectations_<query> (analytical.quality), and their fields that are not
-#: one expectation's count.
-EXPECTATIONS_PREFIX = "expectations_"
-_NOT_AN_EXPECTATION = ("policy", "rows", "failed", "dropped")
-
-
-def expectation_counts(observed: dict[str, Any]) -> dict[str, int]:
-    return {
-        name: int(count or 0)
-        for metrics_name, metrics in observed.items() if metrics_name.startswith(EXPECTATIONS_PREFIX)
-        for name, count in metrics.items() if name not in _NOT_AN_EXPECTATION
-    }
-
-
-class RunningTotals:
-    """Totals over the batches seen so far (each progress counted once, by batch id)."""
-
-    def __init__(self) -> None:
-        self.last_batch = -1
-        self.invalid = 0
-        self.dropped_by_watermark = 0
-        self.rows = 0
-        self.latest: ProgressSummary | None = None
-        self.batches = 0
-        self.expectations: Counter[str] = Counter()
-        #: What the first batch had to read up to the end the source fixed for the run, when the
-        #: source says (ProgressSummary.backlog: Kafka under AvailableNow): the run's total.
-        self.backlog: int | None = None
-
-    def add(self, progresses: list[Any]) -> ProgressSummary | None:
-        """Count the progresses not seen yet; the newest of them, or None when none is new."""
-        latest = None
-        for progress in progresses:
-            if progress["batchId"] <= self.last_batch:
-                continue
-            summary = ProgressSummary.of(progress)
-            self.last_batch = summary.batch_id
-            self.invalid += summary.invalid
-            self.dropped_by_watermark += summary.dropped_by_watermark
-            self.rows += summary.input_rows
-            self.expectations.update(summary.expectations)
-            if not self.batches:
-                self.backlog = summary.backlog
-            self.batches += 1
-            latest = self.latest = summary
-        return latest
-
-
-def status_line(name: str, summary: ProgressSummary, totals: RunningTotals) -> str:
-    lag = "n/a" if summary.lag is None else f"{summary.lag:,.0f}"
-    return (
-        f"[{name}] batch {summary.batch_id}: in {summary.input_rate:,.0f}/s, processed "
-        f"{summary.processed_rate:,.0f}/s, last batch {summary.duration_ms} ms, lag {lag}, "
-        f"state rows {summary.state_rows:,}, late dropped {totals.dropped_by_watermark:,}, "
-        f"invalid {totals.invalid:,}"
-        + (f", failed expectations {dict(totals.expectations)}" if sum(totals.expectations.values()) else "")
-    )
 
 
 class StopRequest:

@@ -72,8 +72,11 @@ def monitored(config: Config, streams: Sequence[Any], application: str,
     ops/stream_progress (where the runtime has Delta; the fast path's parent records it otherwise),
     given to `echo` and served to Prometheus (shared.metrics)."""
     from shared.checkpoints import exclusive
-    from shared.metrics import BrokerOffsets, QueryFacts, listening, require_free_port, serving
+    from shared.live_consumers import consumer_readings
+    from shared.broker_readings import BrokerOffsets
+    from shared.metrics import QueryFacts, require_free_port, serving
     from shared.monitoring import TABLE, recording
+    from shared.query_progress import watching
     from shared.runtime import current
     from shared.spark import spark_session
 
@@ -82,9 +85,10 @@ def monitored(config: Config, streams: Sequence[Any], application: str,
         spark = spark_session(config, application=application)
         locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
         facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
-        with serving(config.metrics, application, facts, BrokerOffsets(config.kafka)) as metrics, \
-                listening(spark, metrics), \
-                recording(spark, config.path(*TABLE.split("/")) if current().delta else None, echo) as recorder:
+        with serving(config.metrics, application, facts, BrokerOffsets(config.kafka),
+                     live=lambda: consumer_readings(spark)) as metrics, \
+                recording(spark, config.path(*TABLE.split("/")) if current().delta else None, echo) as recorder, \
+                watching(spark, recorder, metrics):
             if metrics:
                 say(f"metrics: http://{config.metrics.bind_address}:{config.metrics.port(application)}/metrics")
             yield spark, recorder

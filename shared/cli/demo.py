@@ -60,6 +60,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from shared.checkpoints import empty_keeping_locks, exclusive
     from shared.monitoring import TABLE, recording
     from shared.processes import FastPathProcess, MedallionProcess, stopped_at_the_end
+    from shared.query_progress import watching
     from shared.runtime import real_time_available
     from shared.spark import spark_session
     from shared.streaming import await_stop, supervise
@@ -93,7 +94,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                        f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
             traffic: list[subprocess.Popen] = []
             finished_at: list[float] = []
-            with recording(spark, config.path(*TABLE.split("/"))) as recorder:
+            with recording(spark, config.path(*TABLE.split("/"))) as recorder, watching(spark, recorder):
                 next_view = time.monotonic()
                 fast_path_started = threading.Event()
 

@@ -33,7 +33,7 @@ from operational import hot_pages
 from operational.alerts_topic import latest_alerts
 from shared.services.broker import EmbeddedBroker
 from shared.kafka import ensure_topics
-from shared.streaming import progress_dict
+from shared.query_progress import progress_dict
 from tests.conftest import make_config
 from tests.contract_oracle import event_time_micros
 from tests.faults.traffic import (

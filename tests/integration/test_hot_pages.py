@@ -14,7 +14,7 @@ import pytest
 from operational import hot_pages
 from operational.alerts_topic import latest_alerts
 from shared.kafka import consumer_for, ensure_topics
-from shared.streaming import progress_dict
+from shared.query_progress import progress_dict
 from tests.conftest import make_config
 from tests.helpers import click, send
 

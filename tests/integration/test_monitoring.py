@@ -7,6 +7,7 @@ import json
 import pytest
 
 from shared.monitoring import recording
+from shared.query_progress import watching
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,7 @@ def _stream_through(spark, config, name: str, rows: int) -> None:
 
 def test_each_progress_is_appended_to_the_delta_table_with_its_figures(spark, config):
     path = config.path("ops", "stream_progress")
-    with recording(spark, path) as recorder:
+    with recording(spark, path) as recorder, watching(spark, recorder):
         _stream_through(spark, config, "monitored", rows=7)
         wait_for(lambda: "monitored" in recorder.latest, 60, "the listener's progress event")
     # leaving the block flushed the queue
@@ -35,7 +36,7 @@ def test_each_progress_is_appended_to_the_delta_table_with_its_figures(spark, co
 def test_a_failed_append_keeps_the_rows_for_the_next_flush(spark, config, tmp_path, capsys):
     blocked = tmp_path / "not-a-folder"
     blocked.write_text("a file where the table should be")
-    with recording(spark, config.path("ops", "stream_progress")) as recorder:
+    with recording(spark, config.path("ops", "stream_progress")) as recorder, watching(spark, recorder):
         recorder.path = str(blocked)
         _stream_through(spark, config, "kept", rows=3)
         wait_for(lambda: "kept" in recorder.latest, 60, "the listener's progress event")

@@ -1,7 +1,35 @@
 """The fast path's own tests, run in its runtime (pyspark 4.3: `.venv-fast/bin/pytest tests/realtime`,
 which `make test` runs after the medallion's). The medallion's interpreter skips them."""
 
+import pytest
+
+from operational import hot_pages
+from shared.kafka import ensure_topics
 from shared.runtime import real_time_available
+from tests.conftest import make_config
 
 if not real_time_available():
     collect_ignore_glob = ["test_*.py"]
+
+#: The tests' threshold: a window's first alert record is its 21st distinct eventId.
+THRESHOLD = 20
+
+
+@pytest.fixture
+def real_time(spark, config, config_overrides):
+    """Start the real-time query with a given checkpoint interval on this test's topics; always stopped."""
+    started = []
+
+    def start(checkpoint_interval: str):
+        settings = make_config(*config_overrides, f"hot_pages.threshold={THRESHOLD}",
+                               "operational.starting_offsets=earliest", "operational.mode=real-time",
+                               f"operational.real_time.checkpoint_interval={checkpoint_interval}")
+        ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
+        query = hot_pages.start(spark, settings)
+        started.append(query)
+        return settings, query
+
+    yield start
+    for query in started:
+        query.stop()
+

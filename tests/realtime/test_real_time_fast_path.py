@@ -15,34 +15,14 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from operational import hot_pages
-from shared.kafka import consumer_for, ensure_topics
-from tests.conftest import make_config
+from shared.kafka import consumer_for
 from tests.helpers import click, send, wait_for
 
 pytestmark = pytest.mark.integration
 
-THRESHOLD = 20
+from tests.realtime.conftest import THRESHOLD
+
 DAY = "2026-11-22"
-
-
-@pytest.fixture
-def real_time(spark, config, config_overrides):
-    """Start the real-time query with a given checkpoint interval on this test's topics; always stopped."""
-    started = []
-
-    def start(checkpoint_interval: str):
-        settings = make_config(*config_overrides, f"hot_pages.threshold={THRESHOLD}",
-                               "operational.starting_offsets=earliest", "operational.mode=real-time",
-                               f"operational.real_time.checkpoint_interval={checkpoint_interval}")
-        ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
-        query = hot_pages.start(spark, settings)
-        started.append(query)
-        return settings, query
-
-    yield start
-    for query in started:
-        query.stop()
 
 
 def alert_records(config) -> list[dict]:

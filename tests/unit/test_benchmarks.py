@@ -65,10 +65,10 @@ def test_each_rate_gets_as_many_hot_pages_as_the_traffic_allows():
 def test_records_behind_counts_what_the_last_report_had_not_read_of_every_partition():
     from kafka import TopicPartition
 
-    from operational.benchmarks import records_behind
+    from shared.query_progress import ProgressSummary, records_behind
 
     end = {TopicPartition("clicks", 0): 100, TopicPartition("clicks", 1): 50}
-    report = lambda offsets: {"sources": [{"endOffset": {"clicks": offsets}}]}  # noqa: E731
+    report = lambda offsets: ProgressSummary.of({"batchId": 0, "sources": [{"endOffset": {"clicks": offsets}}]})  # noqa: E731
     assert records_behind(None, end, "clicks") == 150  # no report yet: all of it
     assert records_behind(report({"0": 100, "1": 49}), end, "clicks") == 1
     assert records_behind(report({"0": 100}), end, "clicks") == 50  # a partition it has not read yet

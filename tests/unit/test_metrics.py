@@ -13,7 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shared.config import load_config
 from shared.errors import LakehouseError
+from shared.live_consumers import ConsumerReading
 from shared.metrics import QueryFacts, QueryMetrics, serving
+from shared.query_progress import ProgressSummary
 from shared.services.daemon import free_port
 
 FACTS = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True,
@@ -55,9 +57,9 @@ def test_each_batch_counts_once_and_the_series_hold_its_figures():
     metrics = QueryMetrics(FACTS, clock=lambda: NOW)
     metrics.started("hot_pages")
     first = progress(0, rows=100, invalid={"not_json": 2, "bad_event_time": 1}, alerts=3, dropped=4)
-    metrics.progressed(first)
-    metrics.progressed(first)  # the same report again (a relay, a retry): counted once
-    metrics.progressed(progress(1, rows=50, invalid={"not_json": 5}, duration_ms=2500))
+    metrics.progressed(ProgressSummary.of(first))
+    metrics.progressed(ProgressSummary.of(first))  # the same report again (a relay, a retry): counted once
+    metrics.progressed(ProgressSummary.of(progress(1, rows=50, invalid={"not_json": 5}, duration_ms=2500)))
 
     assert value(metrics, "lakehouse_query_up", query="hot_pages") == 1
     assert value(metrics, "lakehouse_batches_total", query="hot_pages") == 2
@@ -75,7 +77,7 @@ def test_each_batch_counts_once_and_the_series_hold_its_figures():
     assert value(metrics, "lakehouse_watermark_allowed_lateness_seconds", query="hot_pages") == 10
     assert value(metrics, "lakehouse_last_progress_timestamp_seconds", query="hot_pages") == NOW
     # A restarted query numbers its batches from its checkpoint: a new run's batch counts.
-    metrics.progressed(progress(1, run="r2", rows=10))
+    metrics.progressed(ProgressSummary.of(progress(1, run="r2", rows=10)))
     assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 160
 
 
@@ -96,7 +98,7 @@ def test_expectation_failures_are_labelled_with_the_table_and_the_expectation():
     report = {"name": "gold_page_clicks_5s", "runId": "r", "batchId": 3, "numInputRows": 9,
               "observedMetrics": {"expectations_gold_page_clicks_5s": {
                   "policy": "fail", "rows": 9, "failed": 2, "dropped": 0, "clickCountPositive": 2, "windowLength": 0}}}
-    metrics.progressed(report)
+    metrics.progressed(ProgressSummary.of(report))
     assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
                  table="gold/page_clicks_5s", expectation="clickCountPositive") == 2
     assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
@@ -106,7 +108,7 @@ def test_expectation_failures_are_labelled_with_the_table_and_the_expectation():
 def test_the_lag_is_the_brokers_offsets_now_minus_what_the_query_processed():
     broker: dict[tuple[str, int], int] = {("clicks", 0): 10, ("clicks", 1): 20}
     metrics = QueryMetrics(FACTS, latest_offsets=lambda topics: dict(broker), clock=lambda: NOW)
-    metrics.progressed(progress(0, end={"0": 10, "1": 15}, latest={"0": 10, "1": 20}))
+    metrics.progressed(ProgressSummary.of(progress(0, end={"0": 10, "1": 15}, latest={"0": 10, "1": 20})))
     assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 5
 
     broker.update({("clicks", 0): 400, ("clicks", 1): 520})  # the query is frozen; clicks keep coming
@@ -115,31 +117,83 @@ def test_the_lag_is_the_brokers_offsets_now_minus_what_the_query_processed():
 
 def test_without_an_answer_from_the_broker_the_lag_is_what_the_last_batch_saw():
     metrics = QueryMetrics(FACTS, latest_offsets=lambda topics: None, clock=lambda: NOW)
-    metrics.progressed(progress(0, end={"0": 10, "1": 15}, latest={"0": 12, "1": 40}))
+    metrics.progressed(ProgressSummary.of(progress(0, end={"0": 10, "1": 15}, latest={"0": 12, "1": 40})))
     assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 2 + 25
 
 
 def test_the_watermark_delay_is_measured_at_scrape_time_and_absent_before_the_first_event():
     clock = [NOW]
     metrics = QueryMetrics(FACTS, clock=lambda: clock[0])
-    metrics.progressed(progress(0))  # the epoch: no event yet
+    metrics.progressed(ProgressSummary.of(progress(0)))  # the epoch: no event yet
     assert value(metrics, "lakehouse_watermark_delay_seconds", query="hot_pages") is None
 
     watermark = NOW - 60
-    metrics.progressed(progress(1, watermark=datetime.fromtimestamp(watermark, timezone.utc).isoformat()))
+    metrics.progressed(ProgressSummary.of(progress(1, watermark=datetime.fromtimestamp(watermark, timezone.utc).isoformat())))
     clock[0] = NOW + 30
     assert value(metrics, "lakehouse_watermark_delay_seconds", query="hot_pages") == pytest.approx(
         NOW + 30 - watermark)
 
 
+def test_a_real_time_batch_is_followed_between_its_reports_and_its_report_adds_only_the_rest():
+    facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
+                                     source_topic="clicks", alerts_topic="alerts")}
+    broker = {("clicks", 0): 10, ("clicks", 1): 20, ("alerts", 0): 7}
+    consumers = {"clicks": ConsumerReading(lags={0: 0, 1: 0}, last_poll_s=0.5)}
+    newest_alert = [None]
+    clock = [NOW]
+    metrics = QueryMetrics(facts, latest_offsets=lambda topics: {k: v for k, v in broker.items() if k[0] in topics},
+                           clock=lambda: clock[0], live=lambda: consumers, newest_record_time=lambda topic: newest_alert[0])
+    metrics.started("hot_pages")  # 7 alert records were on the topic before it started: not its own
+    metrics.progressed(ProgressSummary.of(progress(0, rows=30, end={"0": 10, "1": 20}, alerts=0)))
+    assert value(metrics, "lakehouse_query_real_time", query="hot_pages") == 1
+
+    # batch 1 runs for minutes: 500 clicks arrive, its consumers are 180 behind, 4 alerts left
+    broker.update({("clicks", 0): 260, ("clicks", 1): 270, ("alerts", 0): 11})
+    consumers["clicks"] = ConsumerReading(lags={0: 100, 1: 80}, last_poll_s=0.5)
+    newest_alert[0] = NOW - 3
+    clock[0] = NOW + 20
+    assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 180
+    assert value(metrics, "lakehouse_running_batch_records_read", query="hot_pages") == 500 - 180
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 30 + 320
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 4
+    assert value(metrics, "lakehouse_last_alert_timestamp_seconds", query="hot_pages") == NOW - 3
+    assert value(metrics, "lakehouse_last_progress_timestamp_seconds", query="hot_pages") == NOW + 20 - 0.5
+
+    # its consumers stop polling (stuck tasks): the liveness stamp stays at their last poll
+    consumers["clicks"] = ConsumerReading(lags={0: 100, 1: 80}, last_poll_s=9.5)
+    clock[0] = NOW + 29
+    assert value(metrics, "lakehouse_last_progress_timestamp_seconds", query="hot_pages") == NOW + 19.5
+
+    # batch 1 ends having read 500: its report adds the 180 the scrapes had not counted, and its
+    # sink's rows are not counted again (the topic already said)
+    consumers["clicks"] = ConsumerReading(lags={0: 0, 1: 0}, last_poll_s=0.1)
+    metrics.progressed(ProgressSummary.of(progress(1, rows=500, end={"0": 260, "1": 270}, alerts=4)))
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 30 + 500
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 4
+    assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 0
+
+
+def test_a_micro_batch_query_is_not_followed_live():
+    consumers = {"clicks": ConsumerReading(lags={0: 999}, last_poll_s=0.1)}
+    broker = {("clicks", 0): 10, ("clicks", 1): 20}
+    metrics = QueryMetrics(FACTS, latest_offsets=lambda topics: dict(broker), clock=lambda: NOW,
+                           live=lambda: consumers)
+    metrics.started("hot_pages")
+    metrics.progressed(ProgressSummary.of(progress(0, rows=30, alerts=2)))
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 30
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 2
+    assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 0
+    assert value(metrics, "lakehouse_running_batch_records_read", query="hot_pages") is None
+
+
 def test_a_terminated_query_is_down_and_a_failure_is_counted():
     metrics = QueryMetrics(FACTS, clock=lambda: NOW)
     metrics.started("hot_pages")
-    metrics.terminated("hot_pages", failed=True)
+    metrics.terminated("hot_pages", "r1", error="boom")
     assert value(metrics, "lakehouse_query_up", query="hot_pages") == 0
     assert value(metrics, "lakehouse_query_failures_total", query="hot_pages") == 1
     metrics.started("hot_pages")
-    metrics.terminated("hot_pages", failed=False)
+    metrics.terminated("hot_pages", "r1", error=None)
     assert value(metrics, "lakehouse_query_failures_total", query="hot_pages") == 1
 
 

@@ -8,7 +8,7 @@ import io
 
 import pytest
 
-from shared import streaming
+from shared import query_progress, streaming
 from shared.errors import LakehouseError
 from shared.progress import ENV, Progress, echo, tracked
 from tests.conftest import make_config
@@ -173,7 +173,7 @@ def kafka_batch(batch_id: int, rows: int, start: dict | None, latest: dict) -> d
 def test_the_backlog_is_the_latest_offsets_minus_the_start_over_every_partition():
     progress = kafka_batch(4, 0, {"clicks": {"0": 10, "1": 20}}, {"clicks": {"0": 160, "1": 95}})
 
-    assert streaming.ProgressSummary.of(progress).backlog == (160 - 10) + (95 - 20)
+    assert query_progress.ProgressSummary.of(progress).backlog == (160 - 10) + (95 - 20)
 
 
 @pytest.mark.parametrize("start, latest", [
@@ -182,7 +182,7 @@ def test_the_backlog_is_the_latest_offsets_minus_the_start_over_every_partition(
     ({"sourceVersion": 1, "reservoirVersion": 3}, None),         # a Delta source
 ])
 def test_no_backlog_when_the_offsets_do_not_give_it_exactly(start, latest):
-    assert streaming.ProgressSummary.of(kafka_batch(0, 1, start, latest)).backlog is None
+    assert query_progress.ProgressSummary.of(kafka_batch(0, 1, start, latest)).backlog is None
 
 
 class FakeQuery:

@@ -37,7 +37,8 @@ METRICS = (
     "lakehouse_watermark_allowed_lateness_seconds", "lakehouse_state_rows", "lakehouse_state_memory_bytes",
     "lakehouse_late_rows_dropped_total", "lakehouse_invalid_records_total",
     "lakehouse_expectation_failures_total", "lakehouse_alerts_emitted_total",
-    "lakehouse_last_progress_timestamp_seconds",
+    "lakehouse_last_progress_timestamp_seconds", "lakehouse_query_real_time",
+    "lakehouse_running_batch_records_read", "lakehouse_last_alert_timestamp_seconds",
 )
 
 

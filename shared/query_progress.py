@@ -1,0 +1,310 @@
+"""A query's progress, read once: Spark's report of each batch as one `ProgressSummary`, and one
+listener per session that hands it to whatever watches the queries.
+
+Spark reports a batch's progress when the batch ends (every micro-batch; once per checkpoint interval
+in real-time mode) as nested JSON. `ProgressSummary.of` reads it into plain fields; the progress
+recorder (ops/stream_progress), the Prometheus series, the console's status lines and the benchmarks
+all read those fields, never the JSON.
+
+    summary = ProgressSummary.of(query.lastProgress)
+    summary.input_rows, summary.invalid_by_reason, summary.processed_offsets
+
+`QueryEvents` is the session's one StreamingQueryListener: it keeps the query names (Spark's idle and
+termination events carry only the id) and calls each `QueryObserver` given to `watching`.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any, Protocol
+
+from pyspark.sql.streaming import StreamingQueryListener
+
+from shared.parsing import PARSE_METRICS
+
+#: Kafka offsets per (topic, partition).
+Offsets = dict[tuple[str, int], int]
+
+#: Observed metrics named expectations_<query> (analytical.quality), and their fields that are not
+#: one expectation's count.
+EXPECTATIONS_PREFIX = "expectations_"
+_NOT_AN_EXPECTATION = ("policy", "rows", "failed", "dropped")
+#: The fields of the parse metrics (shared.parsing.PARSE_METRICS) that are not a reason.
+_NOT_A_REASON = ("records", "invalid")
+
+
+def progress_dict(progress: Any) -> dict[str, Any]:
+    """A progress report as plain JSON data (PySpark's object stringifies nested offsets)."""
+    return json.loads(progress.json) if hasattr(progress, "json") else dict(progress)
+
+
+def kafka_offsets(value: Any) -> Offsets:
+    """A progress report's Kafka offsets ({topic: {partition: offset}}) by (topic, partition); empty
+    for another source's offsets (a Delta source's are a version and an index) and for none."""
+    if not isinstance(value, dict):
+        return {}
+    return {(topic, int(partition)): int(offset)
+            for topic, partitions in value.items() if isinstance(partitions, dict)
+            for partition, offset in partitions.items() if isinstance(offset, int)}
+
+
+def expectation_counts(observed: dict[str, Any]) -> dict[str, int]:
+    """Rows that broke each expectation, by name, from a batch's observed metrics."""
+    return {
+        name: int(count or 0)
+        for metrics_name, metrics in observed.items() if metrics_name.startswith(EXPECTATIONS_PREFIX)
+        for name, count in metrics.items() if name not in _NOT_AN_EXPECTATION
+    }
+
+
+def _instant(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def _sources_offsets(sources: list[dict[str, Any]], key: str) -> Offsets:
+    offsets: Offsets = {}
+    for source in sources:
+        offsets |= kafka_offsets(source.get(key))
+    return offsets
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    """One batch of one query, from its progress report."""
+
+    name: str
+    query_id: str | None
+    run_id: str | None
+    batch_id: int
+    #: When the batch started (Spark's `timestamp`) and how long it took (`durationMs`, by part).
+    started_at: datetime | None
+    durations_ms: dict[str, int]
+    input_rows: int
+    input_rate: float
+    processed_rate: float
+    lag: float | None  # records behind the latest offsets, averaged over partitions
+    max_offsets_behind: int | None
+    state_rows: int
+    state_memory_bytes: int
+    dropped_by_watermark: int
+    invalid_by_reason: dict[str, int]  # records that failed parsing, by shared.parsing reason
+    watermark: str | None
+    expectations: dict[str, int]  # rows that broke each expectation (analytical.quality), by name
+    sink_rows: int  # rows written (-1: the sink does not say)
+    #: Kafka offsets the batch started at, ended at, and the newest the source saw.
+    start_offsets: Offsets = field(default_factory=dict)
+    processed_offsets: Offsets = field(default_factory=dict)
+    latest_offsets: Offsets = field(default_factory=dict)
+    #: Per state operator, Spark's report as is (name, rows, custom metrics, ...).
+    operators: tuple[dict[str, Any], ...] = ()
+    #: The report as JSON data, for whatever keeps it whole (ops/stream_progress).
+    data: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, progress: Any) -> "ProgressSummary":
+        data = progress_dict(progress)
+        sources = data.get("sources") or []
+        source_metrics = [source.get("metrics") or {} for source in sources]
+        lags = [float(m["avgOffsetsBehindLatest"]) for m in source_metrics if m.get("avgOffsetsBehindLatest")]
+        most_behind = [int(m["maxOffsetsBehindLatest"]) for m in source_metrics if m.get("maxOffsetsBehindLatest")]
+        operators = tuple(data.get("stateOperators") or ())
+        observed = data.get("observedMetrics") or {}
+        parsed = observed.get(PARSE_METRICS) or {}
+        return cls(
+            name=data.get("name") or "unnamed",
+            query_id=data.get("id"),
+            run_id=data.get("runId"),
+            batch_id=int(data["batchId"]),
+            started_at=_instant(data.get("timestamp")),
+            durations_ms={key: int(value) for key, value in (data.get("durationMs") or {}).items()},
+            input_rows=int(data.get("numInputRows") or 0),
+            input_rate=float(data.get("inputRowsPerSecond") or 0.0),
+            processed_rate=float(data.get("processedRowsPerSecond") or 0.0),
+            lag=sum(lags) if lags else (0.0 if source_metrics else None),
+            max_offsets_behind=max(most_behind) if most_behind else None,
+            state_rows=sum(op.get("numRowsTotal", 0) for op in operators),
+            state_memory_bytes=sum(op.get("memoryUsedBytes", 0) for op in operators),
+            dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
+            invalid_by_reason={reason: int(count) for reason, count in parsed.items()
+                               if reason not in _NOT_A_REASON and count},
+            watermark=(data.get("eventTime") or {}).get("watermark"),
+            expectations=expectation_counts(observed),
+            sink_rows=int((data.get("sink") or {}).get("numOutputRows", -1)),
+            start_offsets=_sources_offsets(sources, "startOffset"),
+            processed_offsets=_sources_offsets(sources, "endOffset"),
+            latest_offsets=_sources_offsets(sources, "latestOffset"),
+            operators=operators,
+            data=data,
+        )
+
+    @property
+    def duration_ms(self) -> int:
+        """The whole batch (`triggerExecution`)."""
+        return self.durations_ms.get("triggerExecution", 0)
+
+    @property
+    def ended_at(self) -> datetime | None:
+        """When the batch ended: a real-time batch's end is its boundary."""
+        return self.started_at + timedelta(milliseconds=self.duration_ms) if self.started_at else None
+
+    @property
+    def invalid(self) -> int:
+        return sum(self.invalid_by_reason.values())
+
+    @property
+    def backlog(self) -> int | None:
+        """Records from the batch's start offsets to its latest ones, summed over Kafka partitions.
+
+        Under Trigger.AvailableNow the Kafka source reports as `latestOffset` the end it fixed for the
+        run, so the first batch's backlog is what the run will read. None when a source is not Kafka
+        or has no start yet (its first batch ever), or a partition has no start offset.
+        """
+        sources = self.data.get("sources") or []
+        backlog = 0
+        for source in sources:
+            start, latest = kafka_offsets(source.get("startOffset")), kafka_offsets(source.get("latestOffset"))
+            if not start or not latest or set(latest) - set(start):
+                return None
+            backlog += sum(offset - start[key] for key, offset in latest.items())
+        return backlog if sources else None
+
+
+def records_behind(summary: ProgressSummary | None, newest: Mapping[tuple[str, int], int], topic: str) -> int:
+    """Records of `topic` up to `newest` (the broker's end offsets by (topic, partition), kafka-python's
+    TopicPartition too) that the batch of `summary` had not read: all of them before its first report,
+    and all of a partition it has no offset for."""
+    read = summary.processed_offsets if summary else {}
+    return sum(max(0, end - read.get((t, partition), 0)) for (t, partition), end in newest.items() if t == topic)
+
+
+def batch_boundaries(summaries: Iterable[ProgressSummary], start: datetime, end: datetime) -> int:
+    """How many batches ended inside [start, end]: a real-time batch's end is its boundary, where the
+    query commits and starts the next one."""
+    return sum(1 for summary in summaries if summary.ended_at and start <= summary.ended_at <= end)
+
+
+class RunningTotals:
+    """Totals over the batches seen so far (each progress counted once, by batch id)."""
+
+    def __init__(self) -> None:
+        self.last_batch = -1
+        self.invalid = 0
+        self.dropped_by_watermark = 0
+        self.rows = 0
+        self.latest: ProgressSummary | None = None
+        self.batches = 0
+        self.expectations: Counter[str] = Counter()
+        #: What the first batch had to read up to the end the source fixed for the run, when the
+        #: source says (ProgressSummary.backlog: Kafka under AvailableNow): the run's total.
+        self.backlog: int | None = None
+
+    def add(self, progresses: Sequence[Any]) -> ProgressSummary | None:
+        """Count the progresses not seen yet; the newest of them, or None when none is new."""
+        latest = None
+        for progress in progresses:
+            if progress["batchId"] <= self.last_batch:
+                continue
+            summary = ProgressSummary.of(progress)
+            self.last_batch = summary.batch_id
+            self.invalid += summary.invalid
+            self.dropped_by_watermark += summary.dropped_by_watermark
+            self.rows += summary.input_rows
+            self.expectations.update(summary.expectations)
+            if not self.batches:
+                self.backlog = summary.backlog
+            self.batches += 1
+            latest = self.latest = summary
+        return latest
+
+
+def status_line(name: str, summary: ProgressSummary, totals: RunningTotals) -> str:
+    lag = "n/a" if summary.lag is None else f"{summary.lag:,.0f}"
+    return (
+        f"[{name}] batch {summary.batch_id}: in {summary.input_rate:,.0f}/s, processed "
+        f"{summary.processed_rate:,.0f}/s, last batch {summary.duration_ms} ms, lag {lag}, "
+        f"state rows {summary.state_rows:,}, late dropped {totals.dropped_by_watermark:,}, "
+        f"invalid {totals.invalid:,}"
+        + (f", failed expectations {dict(totals.expectations)}" if sum(totals.expectations.values()) else "")
+    )
+
+
+class QueryObserver(Protocol):
+    """What watches the queries (the progress recorder, the Prometheus series): called from Spark's
+    listener thread, so each call must be quick and must not raise."""
+
+    def started(self, name: str, run_id: str) -> None: ...
+
+    def progressed(self, summary: ProgressSummary) -> None: ...
+
+    def idle(self, name: str) -> None: ...
+
+    def terminated(self, name: str, run_id: str, error: str | None) -> None: ...
+
+
+class QueryEvents(StreamingQueryListener):
+    """The session's one listener: each event read once and handed to every observer."""
+
+    def __init__(self, observers: Sequence[QueryObserver]):
+        self.observers = list(observers)
+        self._names: dict[str, str] = {}  # query id -> name: idle and termination events carry no name
+        self._running: set[str] = set()  # run ids started and not yet reported terminated
+        self._lock = threading.Lock()
+        self._all_terminated = threading.Condition(self._lock)
+
+    def onQueryStarted(self, event: Any) -> None:
+        name = event.name or "unnamed"
+        with self._lock:
+            self._names[str(event.id)] = name
+            self._running.add(str(event.runId))
+        for observer in self.observers:
+            observer.started(name, str(event.runId))
+
+    def onQueryProgress(self, event: Any) -> None:
+        summary = ProgressSummary.of(event.progress)
+        for observer in self.observers:
+            observer.progressed(summary)
+
+    def onQueryIdle(self, event: Any) -> None:
+        name = self._names.get(str(event.id))
+        for observer in self.observers if name else ():
+            observer.idle(name)
+
+    def onQueryTerminated(self, event: Any) -> None:
+        name = self._names.get(str(event.id), "unnamed")
+        error = event.exception.splitlines()[0] if event.exception else None
+        for observer in self.observers:
+            observer.terminated(name, str(event.runId), error)
+        with self._lock:
+            self._running.discard(str(event.runId))
+            self._all_terminated.notify_all()
+
+    def await_terminations(self, timeout_s: float) -> bool:
+        """Wait until every query seen to start has been reported terminated.
+
+        Spark delivers listener events on its own thread, after the fact: removed (or its process
+        gone) while a query's last events are on their way, the listener fails on Spark's side with
+        `ERROR StreamingQueryListenerBus: Listener PythonStreamingQueryListenerWrapper threw an
+        exception`, which a clean stop must not log."""
+        with self._lock:
+            return self._all_terminated.wait_for(lambda: not self._running, timeout=timeout_s)
+
+
+@contextmanager
+def watching(spark: Any, *observers: QueryObserver | None) -> Iterator[QueryEvents]:
+    """The session's query events handed to `observers` (None ones skipped) while the block runs."""
+    events = QueryEvents([observer for observer in observers if observer is not None])
+    spark.streams.addListener(events)
+    try:
+        yield events
+    finally:
+        if not any(query.isActive for query in spark.streams.active):  # stopped: their last events are due
+            events.await_terminations(timeout_s=10)
+        spark.streams.removeListener(events)
