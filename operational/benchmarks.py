@@ -144,6 +144,9 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                 latest = ProgressSummary.of(query.lastProgress) if query.lastProgress else None
                 samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
                                 "state_rows": latest.state_rows if latest else None,
+                                # real-time mode counts no state rows (shared.spark): its state's size shows here
+                                "state_files_mb": round(sum((op.get("customMetrics") or {}).get("rocksdbSstFileSize", 0)
+                                                            for op in latest.operators) / 2**20, 1) if latest else None,
                                 "jvm_rss_mb": process_memory_mb(jvm_pid)})
                 next_sample += sample_every_s
             if query.exception():
@@ -402,6 +405,11 @@ def memory(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
         "config": profile, "rate": rate, "seconds": seconds, **{key: run[key] for key in _TRAFFIC},
         "batch_ms_p50": run["batch_ms_p50"],
         "state_rows": {"after_1_min_first_half": spread("state_rows", first_half), "second_half": spread("state_rows", half)},
+        "state_files_mb": {"after_1_min_first_half": spread("state_files_mb", first_half),
+                           "second_half": spread("state_files_mb", half)},
+        # real-time mode: what each batch end's eviction read, which is the de-duplication state's rows
+        "state_rows_read_at_batch_ends": [max((op["read_for_eviction"] or 0) for op in end["operators"])
+                                          for end in run["batch_ends"]],
         "jvm_rss_mb": {"after_1_min_first_half": spread("jvm_rss_mb", first_half), "second_half": spread("jvm_rss_mb", half)},
         "samples": samples,
     }

@@ -13,6 +13,7 @@ from shared.config import Config
 def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
+    from shared.running_queries import activity_line, running_queries
     from shared.runtime import real_time_available
     from shared.streaming import supervise
 
@@ -26,8 +27,14 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
         say(f"hot pages ({config.operational.mode}): {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, "
             f"more than {config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
             f"checkpoint {config.checkpoint(name)}")
+        def status() -> None:
+            recorder.flush()
+            if real_time:  # its batch reports come once per checkpoint interval: say what it does meanwhile
+                for row in running_queries(config.metrics, ["operational"]):
+                    say("  " + activity_line(row))
+
         totals = supervise(hot_pages.starters(spark, config), config.operational,
-                           seconds=args.seconds, report=say, on_status=recorder.flush,
+                           seconds=args.seconds, report=say, on_status=status,
                            status_lines=not args.progress_json, batch_end_wait_s=0 if real_time else None)
     done = totals[name]
     say(f"[{name}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "

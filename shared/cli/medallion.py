@@ -75,6 +75,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from datetime import timedelta
 
     from shared.monitoring import TABLE, summarise
+    from shared.running_queries import activity_line, running_queries
     from shared.spark import spark_session
 
     spark = spark_session(config)
@@ -87,10 +88,28 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc) - timedelta(minutes=args.minutes)
     rows = [row.asDict() for row in summarise(spark.read.format("delta").load(path), since).collect()]
     say(f"progress of the last {args.minutes:g} minutes from {path}")
+    live = running_queries(config.metrics)
+    if live:
+        say("running now (their /metrics): " + "; ".join(activity_line(row) for row in live))
+    rows = with_running_now(rows, live)
     print_rows(rows, ["queryName", "batches", "lastBatch", "lastProgress", "lag", "batchMsP50", "batchMsP95",
                        "batchMsP99", "processedPerSecond", "droppedLate", "failedExpectations", "errors",
-                       "lastError"], args.format)
+                       "lastError", "running", "lagNow", "secondsSinceActivity"], args.format)
     return 0
+
+
+def with_running_now(recorded: list[dict], live: list[dict]) -> list[dict]:
+    """The recorded rows with what the running queries' /metrics say now (a real-time query reports
+    a batch only once per checkpoint interval): running, lagNow, secondsSinceActivity."""
+    now = {row["query"]: row for row in live}
+    rows = [{**row, "running": False} for row in recorded]
+    rows += [{"queryName": name} for name in sorted(set(now) - {row["queryName"] for row in recorded})]
+    for row in rows:
+        if row["queryName"] in now:
+            running = now[row["queryName"]]
+            row |= {"running": bool(running.get("up")), "lagNow": running.get("lag"),
+                    "secondsSinceActivity": running.get("secondsSinceProgress")}
+    return rows
 
 
 def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:

@@ -78,8 +78,15 @@ def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
             assert cores == {"clickstream-lakehouse-operational": 1, "clickstream-lakehouse-analytical": 1}
 
         options = run_options([*config_overrides, *cluster_settings])
-        output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", extra_args=("--config", STANDALONE),
-                                        timeout_s=300, while_running=two_applications_one_core_each)
+        try:
+            output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",
+                                            extra_args=("--config", STANDALONE), timeout_s=300,
+                                            while_running=two_applications_one_core_each)
+        except AssertionError as failed:  # what the cluster had given each application, and its executors' logs
+            now = _lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout
+            logs = "".join(f"\n--- {path}\n{path.read_text()[-1500:]}"
+                           for path in sorted(Path(cluster_dir).glob("worker-*/app-*/*/stderr")))
+            raise AssertionError(f"{failed}\ncluster status: {now}{logs}") from None
 
         assert "Traceback" not in output
         assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()

@@ -220,3 +220,29 @@ def test_disabled_metrics_serve_nothing_and_equal_ports_are_refused():
         assert metrics is None
     with pytest.raises(LakehouseError, match="metrics.*operational_port and analytical_port must differ"):
         load_config(overrides=["metrics.operational_port=9500", "metrics.analytical_port=9500"])
+
+
+def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_to_the_recorded_rows():
+    from shared.cli.medallion import with_running_now
+    from shared.running_queries import activity_line, query_rows
+
+    facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
+                                     source_topic="clicks", alerts_topic="alerts")}
+    broker = {("clicks", 0): 260, ("clicks", 1): 270, ("alerts", 0): 4}
+    metrics = QueryMetrics(facts, latest_offsets=lambda topics: {k: v for k, v in broker.items() if k[0] in topics},
+                           clock=lambda: NOW, live=lambda: {"clicks": ConsumerReading({0: 100, 1: 80}, 2.0)},
+                           newest_record_time=lambda topic: NOW - 3)
+    metrics.started("hot_pages")
+    metrics.progressed(ProgressSummary.of(progress(0, rows=30, end={"0": 10, "1": 20})))
+
+    (row,) = query_rows(generate_latest(metrics.registry).decode(), now=NOW + 1)
+    assert row["query"] == "hot_pages" and row["up"] == 1 and row["realTime"] == 1
+    assert (row["lag"], row["runningBatchRead"]) == (180, 500 - 180)
+    assert (row["secondsSinceProgress"], row["secondsSinceAlert"]) == (3.0, 4.0)
+    assert activity_line(row).startswith("[hot_pages] real-time, running: lag 180, running batch read 320")
+
+    recorded = [{"queryName": "hot_pages", "batches": 1}, {"queryName": "bronze_clicks", "batches": 9}]
+    merged = {r["queryName"]: r for r in with_running_now(recorded, [row])}
+    assert merged["hot_pages"] == {"queryName": "hot_pages", "batches": 1, "running": True, "lagNow": 180,
+                                      "secondsSinceActivity": 3.0}
+    assert merged["bronze_clicks"] == {"queryName": "bronze_clicks", "batches": 9, "running": False}
