@@ -252,9 +252,10 @@ def _stop_mid_batch(queries: list[Any]) -> None:
     try:
         for query in queries:
             query.stop()
-        # The cancelled tasks log as they end, after stop() returned: hold the quiet until they have.
-        tracker, deadline = context.statusTracker(), time.monotonic() + 10
-        while tracker.getActiveStageIds() and time.monotonic() < deadline:
+        # The cancelled tasks log as they end, after stop() returned and after their stages stopped
+        # counting as active: hold the quiet until no executor runs a task (their end events).
+        tracker, deadline = context._jsc.sc().statusTracker(), time.monotonic() + 10
+        while time.monotonic() < deadline and sum(info.numRunningTasks() for info in tracker.getExecutorInfos()):
             time.sleep(0.05)
     finally:
         context.setLogLevel(level)

@@ -55,6 +55,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
     output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", real_time=True)
 
     assert "hot pages (real-time)" in output and "Traceback" not in output
+    assert "[hot_pages] real-time, running: lag " in output, "between batch reports the console says what it does"
     assert "is aborting" not in output, "stopping mid-batch logs the cancelled writers at ERROR unless silenced"
     assert alerted(config) == expected_alerts(real_time=True) != expected_alerts()  # /run's 5 clicks alert as 4
     assert gold(spark, config) == expected_windows()
