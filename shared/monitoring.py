@@ -1,9 +1,9 @@
-"""Every query's progress, kept: a StreamingQueryListener that fills the Delta table ops/stream_progress.
+"""Every query's progress, kept: a recorder that fills the Delta table ops/stream_progress.
 
 The recorder watches the application's queries (shared.query_progress.watching): it is given each
-batch's progress of every query (both paths under `lakehouse run`). It only queues a flat row, so a batch never waits on a write;
-`ProgressRecorder.flush` appends what is queued in one Delta commit, every `monitoring.flush_interval_s`
-and when the command ends. `lakehouse status` reads the table back (`summarise`).
+batch's progress of every query (both paths under `lakehouse run`). It only queues a flat row, so a
+batch never waits on a write; `ProgressRecorder.flush` appends what is queued in one Delta commit,
+every `monitoring.flush_interval_s` and when the command ends. `lakehouse status` reads the table back (`summarise`).
 
 A row holds what an operator asks about a batch: rates, the durationMs parts, the watermark, the
 Kafka lag, state rows and memory, rows dropped by the watermark, the RocksDB custom metrics, the

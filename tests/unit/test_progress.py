@@ -222,3 +222,29 @@ def test_supervise_ticks_with_the_running_totals_and_the_first_batch_backlog_is_
 
     assert ticks == [(100, 300), (200, 300), (300, 300)]
     assert totals["bronze_clicks"].rows == totals["bronze_clicks"].backlog == 300
+
+
+def test_a_progress_report_is_read_once_into_the_fields_every_reader_uses():
+    report = {
+        "name": "hot_pages", "id": "q", "runId": "r", "batchId": 7, "timestamp": "2026-11-22T10:00:00.000Z",
+        "numInputRows": 90, "inputRowsPerSecond": 30.0, "processedRowsPerSecond": 45.0,
+        "durationMs": {"triggerExecution": 2500, "queryPlanning": 40},
+        "eventTime": {"watermark": "2026-11-22T09:59:50.000Z"},
+        "stateOperators": [{"numRowsTotal": 5, "memoryUsedBytes": 100, "numRowsDroppedByWatermark": 2},
+                           {"numRowsTotal": 3, "memoryUsedBytes": 50, "numRowsDroppedByWatermark": 1}],
+        "sources": [{"startOffset": {"clicks": {"0": 10}}, "endOffset": {"clicks": {"0": 100}},
+                     "latestOffset": {"clicks": {"0": 120}},
+                     "metrics": {"avgOffsetsBehindLatest": "20.0", "maxOffsetsBehindLatest": "20"}}],
+        "sink": {"numOutputRows": 4},
+        "observedMetrics": {"parsed_clicks": {"records": 90, "invalid": 3, "not_json": 2, "bad_event_time": 1,
+                                              "empty_page_id": 0}},
+    }
+    summary = query_progress.ProgressSummary.of(report)
+
+    assert (summary.name, summary.batch_id, summary.input_rows, summary.sink_rows) == ("hot_pages", 7, 90, 4)
+    assert summary.invalid_by_reason == {"not_json": 2, "bad_event_time": 1} and summary.invalid == 3
+    assert (summary.state_rows, summary.state_memory_bytes, summary.dropped_by_watermark) == (8, 150, 3)
+    assert summary.processed_offsets == {("clicks", 0): 100} and summary.latest_offsets == {("clicks", 0): 120}
+    assert (summary.lag, summary.max_offsets_behind, summary.backlog) == (20.0, 20, 110)
+    assert summary.ended_at.isoformat() == "2026-11-22T10:00:02.500000+00:00"
+    assert query_progress.records_behind(summary, {("clicks", 0): 150, ("other", 0): 9}, "clicks") == 50
