@@ -135,9 +135,15 @@ def read_table(spark: SparkSession, root: str, table: Table | str, as_of: str | 
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:
-    from delta.tables import DeltaTable
+    """Whether `path` holds a Delta table now: a commit or a checkpoint in its `_delta_log`.
 
-    return DeltaTable.isDeltaTable(spark, path)
+    Not `DeltaTable.isDeltaTable`, which answers from the session's cached DeltaLog: asked once before
+    the table was created, it keeps saying no after another process created it."""
+    file_system, log = _hadoop_path(spark, f"{path.rstrip('/')}/_delta_log")
+    if not file_system.exists(log):
+        return False
+    return any(status.getPath().getName().endswith((".json", ".parquet", "_last_checkpoint"))
+               for status in file_system.listStatus(log))
 
 
 def delete_path(spark: SparkSession, path: str) -> None:

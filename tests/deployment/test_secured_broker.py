@@ -54,13 +54,15 @@ def _settings(secured, tmp_path: Path) -> tuple[list[str], object]:
 def test_both_paths_and_alerts_work_over_sasl_ssl_and_write_the_password_nowhere(spark, secured, tmp_path):
     _, env, password = secured
     settings, config = _settings(secured, tmp_path)
-    output = run_on_crafted_traffic(spark, config, run_options(settings), tmp_path / "run.log", env=env)
+    # the fast path in real-time mode: its own runtime's Spark and Kafka connector over SASL_SSL
+    output = run_on_crafted_traffic(spark, config, run_options(settings, "operational.mode=real-time"),
+                                    tmp_path / "run.log", env=env, real_time=True)
 
-    assert "Traceback" not in output
-    assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
+    assert "Traceback" not in output and "hot pages (real-time)" in output
+    assert alerted(config) == expected_alerts(real_time=True) and gold(spark, config) == expected_windows()
     alerts = run_lakehouse("alerts", "--format", "json", *(f"--set={item}" for item in settings), env=env)
     assert alerts.returncode == 0, alerts.stderr
-    assert alerts.stdout.count('"pageId": "/run"') == len(expected_alerts())
+    assert alerts.stdout.count('"pageId": "/run"') == len(expected_alerts(real_time=True))
 
     shown = run_lakehouse("config", *(f"--set={item}" for item in settings), env=env)
     assert shown.returncode == 0 and USER in shown.stdout
