@@ -167,14 +167,10 @@ class ProgressSummary:
         run, so the first batch's backlog is what the run will read. None when a source is not Kafka
         or has no start yet (its first batch ever), or a partition has no start offset.
         """
-        sources = self.data.get("sources") or []
-        backlog = 0
-        for source in sources:
-            start, latest = kafka_offsets(source.get("startOffset")), kafka_offsets(source.get("latestOffset"))
-            if not start or not latest or set(latest) - set(start):
-                return None
-            backlog += sum(offset - start[key] for key, offset in latest.items())
-        return backlog if sources else None
+        start, latest = self.start_offsets, self.latest_offsets
+        if not start or not latest or set(latest) - set(start):
+            return None
+        return sum(offset - start[key] for key, offset in latest.items())
 
 
 def records_behind(summary: ProgressSummary | None, newest: Mapping[tuple[str, int], int], topic: str) -> int:
