@@ -44,6 +44,14 @@ def expected_windows() -> dict[tuple[str, datetime], int]:
     return {key: len(ids) for key, ids in seen.items()}
 
 
+def windows_closed_by_the_newest_click(watermark_s: float = 5.0, window_s: float = 5.0) -> list[tuple[str, datetime]]:
+    """The windows of expected_windows() that end at or before the newest click's time minus the
+    watermark: the ones both paths have closed once they have read every click."""
+    newest = max(datetime.fromisoformat(f"{DAY}T{time}+00:00") for _, _, time in CLICKS)
+    return [key for key in expected_windows()
+            if (newest - key[1]).total_seconds() >= watermark_s + window_s]
+
+
 def expected_alerts(real_time: bool = False) -> dict[tuple[str, datetime], int]:
     """The highest alerted count per hot window: the count itself (micro-batch mode), or the largest of
     the crossing count (THRESHOLD + 1) and its doublings that the count reached (real-time mode)."""

@@ -14,7 +14,8 @@ from shared.kafka import ensure_topics
 from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import ahead_of_the_clock, run_lakehouse, send
-from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
+from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
+                                windows_closed_by_the_newest_click)
 
 pytestmark = pytest.mark.integration
 
@@ -64,6 +65,16 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
     summary = {row["queryName"]: row for row in json.loads(status.stdout)}
     assert set(summary) == QUERIES, "the fast path's progress, recorded by run itself"
     assert summary["hot_pages"]["batches"] >= 1 and summary["hot_pages"]["errors"] == 0
+
+    # Real-time alerts carry the largest doubling reached (/run's 5 clicks: 4), which the reconciliation
+    # expects from gold's count: every hot window closed in both paths is compared and matches.
+    reconciled = run_lakehouse("reconcile", "--json", *options)
+    assert reconciled.returncode == 0, reconciled.stderr
+    verdict = json.loads(reconciled.stdout)
+    hot_and_closed = len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))
+    assert hot_and_closed == 2
+    assert (verdict["windowsCompared"], verdict["matched"], verdict["pending"], verdict["unexplained"]) == (
+        hot_and_closed, hot_and_closed, 0, 0), json.dumps(verdict, indent=1)
 
 
 def test_when_one_query_fails_run_stops_the_others_and_exits_non_zero_with_its_error(config, config_overrides):
