@@ -199,8 +199,12 @@ class RealTimeSettings(_Section):
     #: trigger(realTime=...): how long one long-running batch lasts, so how often offsets and state
     #: are committed and how much a crash replays. Spark refuses less than 5 seconds.
     checkpoint_interval: Duration
-    #: Concurrent tasks of a local master: every source partition and shuffle partition holds one.
+    #: Concurrent tasks the application holds (a local master's threads, a cluster's cores): every
+    #: source partition and shuffle partition holds one for the whole batch.
     task_slots: int = Field(ge=2)
+    #: The fast path's own Spark master in real-time mode (a cluster running the fast path's Spark);
+    #: None: spark.master, or local[task_slots] when that is local.
+    master: str | None = None
     shuffle_partitions: int = Field(ge=1)
     #: Closed windows' state rows evicted per click read, during the batch (0: all at its end).
     evictions_per_record: int = Field(ge=0)
@@ -265,6 +269,18 @@ class BrokerConfig(_Section):
     stop_timeout_s: float = Field(gt=0)
 
 
+class FastPathClusterConfig(_Section):
+    """The fast path's cluster beside the medallion's: a standalone cluster runs one Spark version,
+    and real-time mode needs the fast path's on its executors."""
+
+    enabled: bool
+    master_port: int = Field(ge=1, le=65535)
+    webui_port: int = Field(ge=1, le=65535)
+    workers: int = Field(ge=1, le=64)
+    #: Together at least operational.real_time.task_slots: real-time tasks hold their slots all batch.
+    worker_cores: int = Field(ge=1)
+
+
 class ClusterConfig(_Section):
     run_dir: Path
     host: str = Field(min_length=1)
@@ -276,6 +292,7 @@ class ClusterConfig(_Section):
     daemon_memory: MemorySize
     start_timeout_s: float = Field(gt=0)
     stop_timeout_s: float = Field(gt=0)
+    fast_path: FastPathClusterConfig
 
 
 class MetricsConfig(_Section):

@@ -41,6 +41,21 @@ class Runtime:
         override = os.environ.get(f"LAKEHOUSE_{self.name.upper().replace('-', '_')}_PYTHON")
         return Path(override) if override else self.venv / "bin" / "python"
 
+    def spark_home(self) -> Path:
+        """Its pyspark's folder, whose `jars/` hold its Spark: SPARK_HOME for the cluster daemons that
+        run this runtime's Spark (shared.services.cluster)."""
+        if self == current():
+            import pyspark
+
+            return Path(pyspark.__file__).parent
+        import subprocess
+
+        found = subprocess.run([str(self.require()), "-c", "import pyspark; print(pyspark.__file__)"],
+                               capture_output=True, text=True)
+        if found.returncode != 0:
+            raise MissingDependencyError(f"the {self.name} runtime has no pyspark ({self.python}): run `make setup`")
+        return Path(found.stdout.strip()).parent
+
     def require(self) -> Path:
         """Its interpreter, or a clear error saying how to install it."""
         if not self.python.exists():

@@ -47,10 +47,13 @@ THREAD_STACK = "64m"
 Application = Literal["operational", "analytical"]
 
 
-def spark_conf(config: Config, class_archive: bool = True, application: Application | None = None) -> dict[str, str]:
+def spark_conf(config: Config, class_archive: bool = True, application: Application | None = None,
+               in_driver: bool = False) -> dict[str, str]:
     """The Spark settings for `config`, as data (what `spark_session` applies, in order); the
     driver maps this install's class-data archive when `class_archive` and it exists. A path's
-    `application` is named after it and gets its `spark_conf` (on a cluster, the cores it takes)."""
+    `application` is named after it and gets its `spark_conf` (on a cluster, the cores it takes).
+    `in_driver` runs the tasks in the driver's JVM (`local[1]`) whatever spark.master says: for a
+    process that supervises others and writes only their progress, which must not hold a cluster's core."""
     spark = config.spark
     runtime = current_runtime()
     archive = class_archive_option() if class_archive else None
@@ -102,18 +105,21 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
     if local_folder(config.storage.root) is not None:
         settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
+    settings |= {key: str(value) for key, value in spark.conf.items()}
     if application == "operational" and config.operational.mode == "real-time":
         settings |= real_time_conf(config)
-    settings |= {key: str(value) for key, value in spark.conf.items()}
     if application:
         settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
+    if in_driver:
+        settings["spark.master"] = "local[1]"
     return settings
 
 
 def real_time_conf(config: Config) -> dict[str, str]:
     """What the fast path's application needs in real-time mode: a task slot for every long-running
-    task (one per source partition and per shuffle partition, all at once), few shuffle partitions,
-    and state eviction spread over the batch."""
+    task (one per source partition and per shuffle partition, all at once; never taken away by
+    dynamic allocation), few shuffle partitions, and state eviction spread over the batch. Applied
+    after spark.conf (a profile's `spark.cores.max: 1` for every other application must not cap it)."""
     real_time = config.operational.real_time
     settings = {
         "spark.sql.shuffle.partitions": str(real_time.shuffle_partitions),
@@ -124,23 +130,28 @@ def real_time_conf(config: Config) -> dict[str, str]:
         # eviction took 1 s instead of 2 to 14 s. The progress then reports 0 state rows.
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
     }
-    if config.spark.master.startswith("local"):
+    if real_time.master:  # a cluster of its own: it holds task_slots cores for as long as it runs
+        settings |= {"spark.master": real_time.master, "spark.cores.max": str(real_time.task_slots),
+                     "spark.dynamicAllocation.enabled": "false"}
+    elif config.spark.master.startswith("local"):
         settings["spark.master"] = f"local[{real_time.task_slots}]"
     return settings
 
 
-def spark_session(config: Config, class_archive: bool = True, application: Application | None = None):
-    """Build (or return this process's) SparkSession for `config` (`class_archive`, `application`:
-    see spark_conf)."""
+def spark_session(config: Config, class_archive: bool = True, application: Application | None = None,
+                  in_driver: bool = False):
+    """Build (or return this process's) SparkSession for `config` (`class_archive`, `application`,
+    `in_driver`: see spark_conf)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    if config.spark.master.startswith("local") or _on_loopback(config.spark.master):
+    settings = spark_conf(config, class_archive, application, in_driver)
+    if settings["spark.master"].startswith("local") or _on_loopback(settings["spark.master"]):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no network interface guessing
     java = java_executable()
     os.environ.setdefault("JAVA_HOME", str(os.path.dirname(os.path.dirname(os.path.realpath(java)))))
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder
-    for key, value in spark_conf(config, class_archive, application).items():
+    for key, value in settings.items():
         builder = builder.config(key, value)
     with _stdout_to_stderr(), _jvm_dying_with_this_process():  # the JVM starts now
         session = builder.getOrCreate()

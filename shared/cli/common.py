@@ -104,7 +104,7 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
     from shared.spark import spark_session
     from shared.streaming import await_stop
 
-    spark = spark_session(config)
+    spark = spark_session(config, in_driver=True)
     with recording(spark, config.path(*TABLE.split("/"))) as recorder:
         children = start(recorder)
 

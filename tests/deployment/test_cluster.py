@@ -1,6 +1,7 @@
-"""Both paths on a real Spark standalone cluster (`lakehouse cluster`): a master and two workers on
-this machine, `lakehouse run --config conf/standalone.yaml` as two applications, the same oracle as
-local mode, and nothing left running after the stops."""
+"""Both paths on real Spark standalone clusters (`lakehouse cluster`): the medallion's (Spark 4.1, a
+master and two workers) and the fast path's (Spark 4.3, a master and a 4-core worker) on this machine,
+`lakehouse run --config conf/standalone.yaml` as two applications, the fast path in real-time mode,
+the same oracle as local mode, and nothing left running after the stops."""
 
 from __future__ import annotations
 
@@ -33,13 +34,19 @@ def _ports_free_from(first: int, count: int) -> bool:
     return True
 
 
+def _free_port_range(count: int) -> int:
+    """The first of `count` consecutive free ports (a master's web UI, then its workers')."""
+    return next(port for port in iter(free_port, None) if _ports_free_from(port, count))
+
+
 @pytest.fixture(scope="module")
 def cluster_settings(tmp_path_factory) -> list[str]:
-    webui = next(port for port in iter(free_port, None) if _ports_free_from(port, 3))
-    master = free_port()
+    master, fast_master = free_port(), free_port()
     return [f"cluster.run_dir={tmp_path_factory.mktemp('cluster')}", f"cluster.master_port={master}",
-            f"cluster.webui_port={webui}", "cluster.workers=2", "cluster.worker_cores=1",
-            f"spark.master=spark://127.0.0.1:{master}"]
+            f"cluster.webui_port={_free_port_range(3)}", "cluster.workers=2", "cluster.worker_cores=1",
+            f"spark.master=spark://127.0.0.1:{master}",
+            f"cluster.fast_path.master_port={fast_master}", f"cluster.fast_path.webui_port={_free_port_range(2)}",
+            f"operational.real_time.master=spark://127.0.0.1:{fast_master}"]
 
 
 def _lakehouse(*args: str, settings: list[str], timeout: float = 180):
@@ -68,40 +75,46 @@ def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
     try:
         started = _lakehouse("cluster", "start", settings=cluster_settings)
         assert started.returncode == 0, started.stderr
-        master_url = started.stdout.strip()
+        medallion_url, fast_path_url = started.stdout.split()
         status = json.loads(_lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout)
-        assert (status["master_url"], status["alive_workers"], status["cores"]) == (master_url, 2, 2)
+        assert status["healthy"]
+        assert [(each["runtime"], each["master_url"], each["alive_workers"], each["cores"])
+                for each in status["clusters"]] == [("medallion", medallion_url, 2, 2), ("fast-path", fast_path_url, 1, 4)]
 
-        def two_applications_one_core_each() -> None:
+        def each_application_on_its_runtimes_cluster() -> None:
             now = json.loads(_lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout)
-            cores = {app["name"]: app["cores"] for app in now["applications"]}
-            assert cores == {"clickstream-lakehouse-operational": 1, "clickstream-lakehouse-analytical": 1}
+            cores = {each["runtime"]: {app["name"]: app["cores"] for app in each["applications"]}
+                     for each in now["clusters"]}
+            assert cores == {"medallion": {"clickstream-lakehouse-analytical": 1},
+                             "fast-path": {"clickstream-lakehouse-operational": 4}}
 
-        options = run_options([*config_overrides, *cluster_settings])
+        options = run_options([*config_overrides, *cluster_settings], "operational.mode=real-time")
         try:
             output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",
-                                            extra_args=("--config", STANDALONE), timeout_s=300,
-                                            while_running=two_applications_one_core_each)
-        except AssertionError as failed:  # what the cluster had given each application, and its executors' logs
+                                            extra_args=("--config", STANDALONE), timeout_s=300, real_time=True,
+                                            while_running=each_application_on_its_runtimes_cluster)
+        except AssertionError as failed:  # what the clusters had given each application, and its executors' logs
             now = _lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout
             logs = "".join(f"\n--- {path}\n{path.read_text()[-1500:]}"
-                           for path in sorted(Path(cluster_dir).glob("worker-*/app-*/*/stderr")))
+                           for path in sorted(Path(cluster_dir).glob("**/worker-*/app-*/*/stderr")))
             raise AssertionError(f"{failed}\ncluster status: {now}{logs}") from None
 
         assert "Traceback" not in output
-        assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
-        executors = list(Path(cluster_dir).glob("worker-*/app-*/*/stderr"))
-        assert len({path.parent.parent.name for path in executors}) == 2, "each path ran executors on the cluster"
+        assert alerted(config) == expected_alerts(real_time=True) and gold(spark, config) == expected_windows()
+        for executors in ("worker-*/app-*/*/stderr", "fast-path/worker-*/app-*/*/stderr"):
+            assert len({path.parent.parent.name for path in Path(cluster_dir).glob(executors)}) == 1, (
+                f"one application ran executors on each cluster ({executors})")
     finally:
         stopped = _lakehouse("cluster", "stop", settings=cluster_settings)
     assert stopped.returncode == 0, stopped.stderr
     wait_for(lambda: not _processes_of(cluster_dir), 30, "every cluster process to end")
     again = _lakehouse("cluster", "status", settings=cluster_settings)
-    assert again.returncode == 1 and "not running" in again.stdout
+    assert again.returncode == 1 and again.stdout.splitlines() == [
+        f"medallion: not running (master {medallion_url})", f"fast-path: not running (master {fast_path_url})"]
 
 
 def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_message(cluster_settings):
-    settings = [*cluster_settings, "cluster.workers=1"]
+    settings = [*cluster_settings, "cluster.workers=1", "cluster.fast_path.enabled=false"]
     with socket.socket() as squatter:
         master_port = make_config(*settings).cluster.master_port
         squatter.bind(("127.0.0.1", master_port))

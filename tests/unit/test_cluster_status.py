@@ -11,7 +11,7 @@ def master_report(*states: str, apps=()) -> dict:
 
 
 def status(worker_pids, report) -> ClusterStatus:
-    return ClusterStatus(master_url="spark://h:1", web_ui="http://h:2", master_pid=10, worker_pids=worker_pids,
+    return ClusterStatus(runtime="medallion", master_url="spark://h:1", web_ui="http://h:2", master_pid=10, worker_pids=worker_pids,
                          master=report)
 
 
@@ -23,11 +23,13 @@ def test_healthy_needs_every_worker_process_and_every_worker_registered_alive():
 
 
 def test_a_stopped_master_is_not_running_and_a_running_one_lists_workers_and_applications():
-    stopped = ClusterStatus(master_url="spark://h:1", web_ui="http://h:2", master_pid=None, worker_pids=[None])
-    assert not stopped.healthy and stopped.describe() == "not running (master spark://h:1)"
+    stopped = ClusterStatus(runtime="fast-path", master_url="spark://h:1", web_ui="http://h:2", master_pid=None,
+                            worker_pids=[None])
+    assert not stopped.healthy and stopped.describe() == "fast-path: not running (master spark://h:1)"
 
     running = status([11, None], master_report("ALIVE", "DEAD", apps=["app-operational"]))
     lines = running.describe().splitlines()
+    assert lines[0].startswith("medallion: master spark://h:1 (pid 10)")
     assert lines[0].endswith("1 of 2 workers alive, 1 of 2 cores in use")
     assert lines[1:] == ["  worker 1: pid 11", "  worker 2: not running",
                          "  application app-operational: 1 cores, RUNNING"]
