@@ -38,7 +38,6 @@ from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
 from analytical.tables import read_table
-from analytical.trends import in_range
 from operational import hot_pages
 from operational.alerts_topic import AlertBook, latest_alerts
 from shared.checkpoints import CheckpointLog, read_checkpoint_log
@@ -134,7 +133,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
         windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
         rows = (
             windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
-            .transform(in_range, start, end)
+            .transform(_in_range, start, end, column="windowStart")
             .withColumn("closed", F.unix_millis("windowEnd") <= F.lit(closed_ms))
             .withColumn("windowStartText", F.date_format("windowStart", _OUTPUT_TIME))
             .orderBy("windowStart", "pageId")
@@ -184,13 +183,16 @@ def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | N
     return version - 1 if int(offset.get("index", -1)) == -1 else version  # (V, -1): everything before V
 
 
-def _in_range(events: DataFrame, start: datetime | None, end: datetime | None, margin) -> DataFrame:
-    """Events that can matter for windows in [start, end): copies within the dedup horizon too."""
+def _in_range(rows: DataFrame, start: datetime | None, end: datetime | None, margin=timedelta(0),
+              column: str = "eventTime") -> DataFrame:
+    """Rows whose `column` is in [start - margin, end + margin); either bound may be open. Events
+    that can matter for windows in [start, end) have copies within the dedup horizon (`margin`); a
+    window is in the range by its start (`column="windowStart"`, no margin)."""
     if start is not None:
-        events = events.where(F.col("eventTime") >= F.lit(start) - margin)
+        rows = rows.where(F.col(column) >= F.lit(start) - margin)
     if end is not None:
-        events = events.where(F.col("eventTime") < F.lit(end) + margin)
-    return events
+        rows = rows.where(F.col(column) < F.lit(end) + margin)
+    return rows
 
 
 def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,

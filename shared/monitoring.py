@@ -3,7 +3,7 @@
 The recorder watches the application's queries (shared.query_progress.watching): it is given each
 batch's progress of every query (both paths under `lakehouse run`). It only queues a flat row, so a
 batch never waits on a write; `ProgressRecorder.flush` appends what is queued in one Delta commit,
-every `monitoring.flush_interval_s` and when the command ends. `lakehouse status` reads the table back (`summarise`).
+every `monitoring.flush_interval_s` and when the command ends. `lakehouse status` reads the table back (`SUMMARY_SQL`).
 
 A row holds what an operator asks about a batch: rates, the durationMs parts, the watermark, the
 Kafka lag, state rows and memory, rows dropped by the watermark, the RocksDB custom metrics, the
@@ -20,12 +20,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
+if TYPE_CHECKING:  # pyspark is imported only where a recorder runs: `lakehouse status` reads without it
+    from pyspark.sql import SparkSession
 
-from shared.query_progress import ProgressSummary
+    from shared.query_progress import ProgressSummary
 
 TABLE = "ops/stream_progress"
 
@@ -108,12 +108,16 @@ class ProgressRecorder:
 
     def show(self, progress: dict[str, Any]) -> None:
         """Put another process's query in the console view (that process records its own progress)."""
+        from shared.query_progress import ProgressSummary
+
         row = progress_row(ProgressSummary.of(progress))
         with self._lock:
             self.latest[row.queryName] = row
 
     def record(self, progress: ProgressSummary | dict[str, Any]) -> None:
         """Record and show a progress; another process's too (the fast path's, whose runtime has no Delta)."""
+        from shared.query_progress import ProgressSummary
+
         row = progress_row(progress if isinstance(progress, ProgressSummary) else ProgressSummary.of(progress))
         with self._lock:
             self._queue.append(row)
@@ -185,21 +189,21 @@ def recording(spark: SparkSession, path: str | None,
         recorder.flush()
 
 
-def summarise(progress: DataFrame, since: datetime) -> DataFrame:
-    """Per query since `since`: batches, last batch and its time, lag, batch duration percentiles,
-    input rate, rows dropped as late, failed expectations, errors and the last one."""
-    recent = progress.where(F.col("timestamp") >= F.lit(since))
-    duration = F.col("durationMs")["triggerExecution"]
-    newest = F.max_by
-    return recent.groupBy("queryName").agg(
-        F.count("batchId").alias("batches"),
-        F.max("batchId").alias("lastBatch"),
-        F.date_format(F.max("timestamp"), "yyyy-MM-dd'T'HH:mm:ss'Z'").alias("lastProgress"),
-        F.round(newest("kafkaLag", "timestamp"), 0).alias("lag"),
-        *(F.percentile_approx(duration, q).alias(f"batchMsP{int(q * 100)}") for q in (0.5, 0.95, 0.99)),
-        F.round(F.avg("processedRowsPerSecond"), 0).alias("processedPerSecond"),
-        F.sum("droppedByWatermark").alias("droppedLate"),
-        F.sum("expectationsFailed").alias("failedExpectations"),
-        F.count("error").alias("errors"),
-        newest("error", F.when(F.col("error").isNotNull(), F.col("timestamp"))).alias("lastError"),
-    ).orderBy("queryName")
+def _percentile(q: float) -> str:
+    # round, then cast: a cast alone truncates in Spark and rounds in DuckDB
+    return (f"CAST(round(percentile_cont({q}) WITHIN GROUP (ORDER BY durationMs['triggerExecution'])) AS BIGINT) "
+            f"AS batchMsP{int(q * 100)}")
+
+
+#: Per query since `:since`, from `{progress}`: batches, last batch and its time, lag, batch duration
+#: percentiles, processing rate, rows dropped as late, failed expectations, errors and the last one.
+#: One text that DuckDB (`lakehouse status` in its own process, no JVM) and Spark both run.
+SUMMARY_SQL = f"""
+SELECT queryName, count(batchId) AS batches, max(batchId) AS lastBatch, max(timestamp) AS lastProgress,
+       round(max_by(kafkaLag, timestamp), 0) AS lag,
+       {_percentile(0.5)}, {_percentile(0.95)}, {_percentile(0.99)},
+       round(avg(processedRowsPerSecond), 0) AS processedPerSecond,
+       sum(droppedByWatermark) AS droppedLate, sum(expectationsFailed) AS failedExpectations,
+       count(error) AS errors, max_by(error, CASE WHEN error IS NOT NULL THEN timestamp END) AS lastError
+FROM {{progress}} WHERE timestamp >= :since
+GROUP BY queryName ORDER BY queryName"""

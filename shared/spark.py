@@ -92,6 +92,10 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings |= {
             "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
             "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+            # Delta's SQL parser drops the values of named parameters (`spark.sql(text, args=...)`) on
+            # Spark 4.1: every `:name` is then UNBOUND_SQL_PARAMETER (delta-io/delta#7640). The
+            # legacy substitution binds them after parsing, which the trend questions need.
+            "spark.sql.legacy.parameterSubstitution.constantsOnly": "true",
         }
     if spark.state_store == "rocksdb":
         prefix = "spark.sql.streaming.stateStore.rocksdb"

@@ -160,7 +160,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
 
             _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
             windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE)
-            rows, _ = trends.answer(trends.top_pages(windows, 5))
+            rows, _ = trends.answer(trends.on_spark(windows, "top-pages", limit=5))
             for row in rows:
                 _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
 

@@ -1,5 +1,4 @@
-"""`lakehouse analytical|run|status|rebuild|query|maintain`: the medallion, both paths side by side,
-and the questions gold answers."""
+"""`lakehouse analytical|run|status|rebuild|maintain`: the medallion, and both paths side by side."""
 
 from __future__ import annotations
 
@@ -7,8 +6,7 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.cli.common import (monitored, passthrough, positive, print_rows, recording_children, say, table,
-                               window_range_options)
+from shared.cli.common import monitored, passthrough, positive, print_rows, recording_children, say, table
 from shared.config import Config
 from shared.errors import LakehouseError
 
@@ -74,19 +72,32 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from shared.monitoring import TABLE, summarise
+    from shared.cli.questions import in_process_root
+    from shared.monitoring import SUMMARY_SQL, TABLE
     from shared.running_queries import activity_line, running_queries
-    from shared.spark import spark_session
 
-    spark = spark_session(config)
     path = config.path(*TABLE.split("/"))
-    from delta.tables import DeltaTable
-
-    if not DeltaTable.isDeltaTable(spark, path):
-        raise LakehouseError(f"no progress recorded at {path} yet: it fills while `lakehouse run`, "
-                             "`operational` or `analytical` run")
     since = datetime.now(timezone.utc) - timedelta(minutes=args.minutes)
-    rows = [row.asDict() for row in summarise(spark.read.format("delta").load(path), since).collect()]
+    missing = LakehouseError(f"no progress recorded at {path} yet: it fills while `lakehouse run`, "
+                             "`operational` or `analytical` run")
+    root = in_process_root(config)
+    if root is not None:  # DuckDB in this process: no JVM to start
+        from analytical.sql import SqlLake, duckdb_spelling, sql_name
+
+        lake = SqlLake(root)
+        if sql_name(TABLE) not in lake.tables:
+            raise missing
+        _, rows = lake.answer(duckdb_spelling(SUMMARY_SQL, progress=TABLE), {"since": since})
+    else:
+        from analytical import trends
+        from analytical.tables import is_delta_table
+        from shared.spark import spark_session
+
+        spark = spark_session(config)
+        if not is_delta_table(spark, path):
+            raise missing
+        progress = spark.read.format("delta").load(path)
+        rows, _ = trends.answer(spark.sql(SUMMARY_SQL, args={"since": since}, progress=progress))
     say(f"progress of the last {args.minutes:g} minutes from {path}")
     live = running_queries(config.metrics)
     if live:
@@ -120,29 +131,6 @@ def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
     say(f"rebuilding silver and gold from bronze under {config.storage.root}")
     rows = [run.as_dict() for run in pipeline.rebuild(spark, config, say)]
     print(table(rows, ["layer", "query", "rows", "seconds", "batches"]))
-    return 0
-
-
-def cmd_query(config: Config, args: argparse.Namespace) -> int:
-    from analytical import trends
-    from analytical import gold_page_clicks_5s
-    from analytical.tables import read_table
-    from shared.spark import spark_session
-
-    spark = spark_session(config)
-    windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE, as_of=args.as_of)
-    windows = trends.in_range(windows, args.start, args.end)
-    if args.question == "top-pages":
-        result = trends.top_pages(windows, args.limit)
-    elif args.question == "trend":
-        result = trends.page_trend(windows, args.page, args.bucket)
-    else:
-        result = trends.hot_windows(windows)
-    rows, files = trends.answer(result)
-    version = f" as of {args.as_of}" if args.as_of else ""
-    say(f"{len(rows)} rows from {gold_page_clicks_5s.TABLE}{version}"
-            + (f"; {files} data files read" if files is not None else ""))
-    print_rows(rows, [field.name for field in result.schema.fields], args.format)
     return 0
 
 
@@ -200,27 +188,6 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "checkpoints, in a staging folder, then publish each table in one commit: readers never see a half-built "
         "table. Stop the analytical streams first; if a rebuild is interrupted, run it again.",
     ).set_defaults(handler=cmd_rebuild)
-
-    query = commands.add_parser(
-        "query", parents=[common], help="historical trend questions on gold, with time travel",
-        description="Answer a question from gold/page_clicks_5s. Times are ISO-8601 (UTC unless a zone is given); "
-        "a window belongs to [--from, --to) by its start.")
-    questions = query.add_subparsers(dest="question", metavar="QUESTION", required=True)
-    window_range = window_range_options()
-    query_options = argparse.ArgumentParser(add_help=False, parents=[window_range])
-    query_options.add_argument("--as-of", metavar="VERSION|TIMESTAMP",
-                               help="read gold as it was at this Delta version or timestamp (time travel)")
-    query_options.add_argument("--format", choices=["table", "csv", "json"], default="table")
-    top = questions.add_parser("top-pages", parents=[common, query_options], help="pages with the most clicks",
-                               description="The pages with the most clicks in the range, with hot windows and peak.")
-    top.add_argument("--limit", type=positive(int), default=10)
-    trend = questions.add_parser("trend", parents=[common, query_options], help="one page's clicks per hour or day",
-                                 description="One page's clicks, hot windows and peak window per hour or day (UTC).")
-    trend.add_argument("--page", required=True, help="the pageId")
-    trend.add_argument("--bucket", choices=["hour", "day"], default="hour")
-    questions.add_parser("hot-windows", parents=[common, query_options], help="windows over the threshold",
-                         description="Every hot window (more clicks than the threshold) in the range, oldest first.")
-    query.set_defaults(handler=cmd_query)
 
     maintain = commands.add_parser(
         "maintain", parents=[common], help="OPTIMIZE (Z-order) and VACUUM the Delta tables",

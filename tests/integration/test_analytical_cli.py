@@ -12,6 +12,7 @@ import io
 import json
 import pathlib
 import re
+import shlex
 import uuid
 from datetime import datetime, timezone
 
@@ -20,7 +21,9 @@ import pytest
 from analytical import pipeline, trends
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.registry import STREAMS
+from analytical.sql import SqlLake
 from analytical.tables import read_table
+from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
 from tests.helpers import click, run_lakehouse, send
@@ -64,28 +67,32 @@ def history(spark, broker_overrides, tmp_path_factory):
     return config, overrides, day_one_version
 
 
-def ask(spark, config, question, *args, start=None, end=None, as_of=None):
+def ask(spark, config, name, start=None, end=None, as_of=None, **values):
+    """Question `name` asked by Spark and by DuckDB (in this process) of the lake, at a version when
+    `as_of`: both engines must give the same rows."""
     windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S, as_of=as_of)
-    rows, _ = trends.answer(question(trends.in_range(windows, start, end), *args))
+    rows, _ = trends.answer(trends.on_spark(windows, name, start, end, **values))
+    lake = SqlLake(config.storage.root, versions={"gold.page_clicks_5s": int(as_of)} if as_of else None)
+    assert trends.on_duckdb(lake, name, start, end, **values)[1] == rows
     return rows
 
 
 def test_top_pages_over_a_range_and_all_time(spark, history):
     config, _, _ = history
-    day_one = ask(spark, config, trends.top_pages, 10, start=datetime(2026, 11, 22, tzinfo=timezone.utc),
-                  end=datetime(2026, 11, 23, tzinfo=timezone.utc))
+    day_one = ask(spark, config, "top-pages", start=datetime(2026, 11, 22, tzinfo=timezone.utc),
+                  end=datetime(2026, 11, 23, tzinfo=timezone.utc), limit=10)
     assert [(row["pageId"], row["clicks"], row["hotWindows"], row["peakWindowClicks"]) for row in day_one] == [
         ("/a", 9, 2, 5), ("/b", 3, 0, 2)]
-    everything = ask(spark, config, trends.top_pages, 1)
+    everything = ask(spark, config, "top-pages", limit=1)
     assert [(row["pageId"], row["clicks"]) for row in everything] == [("/a", 9)]  # a tie with /b: by pageId
 
 
 def test_a_page_trend_per_hour_and_per_day(spark, history):
     config, _, _ = history
-    hours = ask(spark, config, trends.page_trend, "/b", "hour")
+    hours = ask(spark, config, "trend", page="/b", bucket="hour")
     assert [(row["bucketStart"], row["clicks"], row["hotWindows"]) for row in hours] == [
         ("2026-11-22T10:00:00.000Z", 2, 0), ("2026-11-22T11:00:00.000Z", 1, 0), ("2026-11-23T09:00:00.000Z", 6, 1)]
-    days = ask(spark, config, trends.page_trend, "/b", "day")
+    days = ask(spark, config, "trend", page="/b", bucket="day")
     assert [(row["bucketStart"], row["clicks"]) for row in days] == [
         ("2026-11-22T00:00:00.000Z", 3), ("2026-11-23T00:00:00.000Z", 6)]
 
@@ -93,13 +100,41 @@ def test_a_page_trend_per_hour_and_per_day(spark, history):
 def test_the_query_command_gives_hot_windows_in_csv_and_as_of_an_older_version(history):
     _, overrides, day_one_version = history
     result = lakehouse(overrides, "query", "hot-windows", "--format", "csv")
+    assert "(DuckDB, in this process)" in result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [(row["pageId"], row["windowStart"], row["clickCount"]) for row in rows] == [
         ("/a", "2026-11-22T10:00:00.000Z", "5"), ("/a", "2026-11-22T11:00:10.000Z", "4"),
         ("/b", "2026-11-23T09:00:00.000Z", "5")]
+    by_spark = lakehouse(overrides, "query", "hot-windows", "--format", "csv", "--engine", "spark")
+    assert "(Spark" in by_spark.stderr and by_spark.stdout == result.stdout
 
-    older = query_json(overrides, "hot-windows", "--as-of", str(day_one_version))
-    assert [row["pageId"] for row in older] == ["/a", "/a"]
+    for engine in ("duckdb", "spark"):
+        older = query_json(overrides, "hot-windows", "--as-of", str(day_one_version), "--engine", engine)
+        assert [row["pageId"] for row in older] == ["/a", "/a"], engine
+
+
+def _readme_sql_examples() -> list[list[str]]:
+    """The `lakehouse sql` commands of README's "Any question in SQL", as a user would type them."""
+    section = (PROJECT_ROOT / "README.md").read_text().split("### Any question in SQL")[1]
+    commands: list[list[str]] = []
+    for token in shlex.split(section.split("```bash")[1].split("```")[0], comments=True):
+        if token == "lakehouse":
+            commands.append([])
+        else:
+            commands[-1].append(token)
+    return commands
+
+
+def test_sql_gives_the_answer_spark_gives_now_and_at_an_older_version(spark, history):
+    config, overrides, day_one_version = history
+    per_page = ("SELECT pageId, sum(clickCount) AS clicks, count_if(isHot) AS hotWindows, "
+                "max(clickCount) AS peakWindowClicks FROM gold.page_clicks_5s GROUP BY pageId ORDER BY clicks DESC, pageId")
+    assert json.loads(lakehouse(overrides, "sql", per_page, "--format", "json").stdout) == ask(
+        spark, config, "top-pages", limit=10)
+    older = ["--version", f"gold.page_clicks_5s={day_one_version}"]
+    assert json.loads(lakehouse(overrides, "sql", per_page, *older, "--format", "json").stdout) == ask(
+        spark, config, "top-pages", as_of=str(day_one_version), limit=10)
+
 
 
 def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(spark, history):
@@ -112,7 +147,7 @@ def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads
     assert gold["zOrderBy"] == "windowStart" and gold["filesAfter"] < gold["filesBefore"]
     assert {row["table"] for row in result} == {"bronze/clicks", "silver/clicks", "silver/quarantine",
                                                 "gold/page_clicks_5s", "gold/page_clicks_hourly"}
-    trend = lakehouse(history, "query", "trend", "--page", "/a")
+    trend = lakehouse(history, "query", "trend", "--page", "/a", "--engine", "spark")
     files_read = int(re.search(r"(\d+) data files read", trend.stderr).group(1))
     assert 1 <= files_read <= gold["filesAfter"]
     assert [row.split()[1] for row in trend.stdout.splitlines()[2:]] == ["5", "4"]  # clicks per hour, as a table
@@ -120,6 +155,12 @@ def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads
     # every table still reads the same outside Spark.
     assert "ops/stream_progress" in tables_under(config.storage.root)
     assert_every_table_reads_alike(spark, config.storage.root)
+
+    # The README's SQL questions, as written, on every table (ops/stream_progress included now).
+    examples = _readme_sql_examples()
+    assert len(examples) == 5 and all(example[0] == "sql" for example in examples)
+    for example in examples:
+        lakehouse(history, *example)
 
 
 def test_a_missing_table_says_which_backfill_to_run(config_overrides):

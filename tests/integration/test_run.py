@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import json
 import socket
+from datetime import datetime, timezone
 
 import pytest
 
+from analytical import trends
 from analytical.registry import STREAMS
 from operational import hot_pages
 from shared.kafka import ensure_topics
+from shared.monitoring import SUMMARY_SQL, TABLE as PROGRESS
 from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import ahead_of_the_clock, run_lakehouse, send
@@ -47,6 +50,11 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
     assert set(summary) == QUERIES
     assert summary["hot_pages"]["batches"] >= 2 and summary["hot_pages"]["errors"] == 0
     assert summary["hot_pages"]["batchMsP50"] > 0
+    # status read the progress in its own process (DuckDB); Spark, given the same SQL, agrees
+    progress = spark.read.format("delta").load(config.path(*PROGRESS.split("/")))
+    by_spark, _ = trends.answer(spark.sql(SUMMARY_SQL, args={"since": datetime(2026, 1, 1, tzinfo=timezone.utc)},
+                                          progress=progress))
+    assert [{**row, "running": False} for row in by_spark] == sorted(summary.values(), key=lambda row: row["queryName"])
 
 
 def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_its_progress(

@@ -47,27 +47,42 @@ def test_the_hourly_roll_up_sums_counts_hot_windows_and_peak_per_page_and_hour(s
     assert_df_equality(roll_up_hours(counts, threshold=3), expected, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_top_pages_orders_by_clicks_then_page_and_limits(spark, windows):
-    expected = spark.createDataFrame([("/a", 11, 2, 5)], "pageId string, clicks long, hotWindows long, peakWindowClicks long")
-    assert_df_equality(trends.top_pages(windows, limit=1), expected, ignore_nullable=True)
+def ask_both(windows, tmp_path, name, start=None, end=None, **values) -> list[tuple]:
+    """Question `name` answered by Spark and by DuckDB over the same windows (written as a Delta
+    table by delta-rs for DuckDB); both must give the same rows, returned as tuples."""
+    from deltalake import write_deltalake
+
+    from analytical.sql import SqlLake
+
+    by_spark, _ = trends.answer(trends.on_spark(windows, name, start, end, **values))
+    write_deltalake(str(tmp_path / trends.GOLD_PAGE_CLICKS_5S), windows.toArrow(), mode="overwrite")
+    _, by_duckdb = trends.on_duckdb(SqlLake(str(tmp_path)), name, start, end, **values)
+    assert by_duckdb == by_spark
+    return [tuple(row.values()) for row in by_spark]
 
 
-def test_a_range_keeps_windows_by_their_start_half_open(spark, windows):
-    kept = trends.in_range(windows, at("10:00:05"), at("11:00:00"))
-    assert sorted((r.pageId, r.windowStart) for r in kept.collect()) == [("/a", at("10:00:05")), ("/b", at("10:59:55"))]
+def test_top_pages_orders_by_clicks_then_page_and_limits(windows, tmp_path):
+    assert ask_both(windows, tmp_path, "top-pages", limit=1) == [("/a", 11, 2, 5)]
+    assert ask_both(windows, tmp_path, "top-pages", limit=5) == [("/a", 11, 2, 5), ("/b", 4, 0, 3)]
 
 
-def test_a_page_trend_buckets_by_hour_or_day(spark, windows):
-    hourly = spark.createDataFrame([(at("10:00:00"), 7, 1, 5), (at("11:00:00"), 4, 1, 4)],
-                                   "bucketStart timestamp, clicks long, hotWindows long, peakWindowClicks long")
-    assert_df_equality(trends.page_trend(windows, "/a", "hour"), hourly, ignore_nullable=True)
-    daily = trends.page_trend(windows, "/b", "day").collect()
-    assert [(r.bucketStart, r.clicks, r.hotWindows) for r in daily] == [(at("00:00:00"), 4, 0)]
+def test_a_range_keeps_windows_by_their_start_half_open(windows, tmp_path):
+    kept = ask_both(windows, tmp_path, "top-pages", at("10:00:05"), at("11:00:00"), limit=5)
+    assert kept == [("/a", 2, 0, 2), ("/b", 1, 0, 1)]
+    assert ask_both(windows, tmp_path, "hot-windows", end=at("10:00:00")) == []
 
 
-def test_hot_windows_lists_only_hot_ones_oldest_first(spark, windows):
-    assert [(r.pageId, r.windowStart) for r in trends.hot_windows(windows).collect()] == [
-        ("/a", at("10:00:00")), ("/a", at("11:00:00"))]
+def test_a_page_trend_buckets_by_hour_or_day(windows, tmp_path):
+    assert ask_both(windows, tmp_path, "trend", page="/a", bucket="hour") == [
+        ("2026-11-22T10:00:00.000Z", 7, 1, 5), ("2026-11-22T11:00:00.000Z", 4, 1, 4)]
+    assert ask_both(windows, tmp_path, "trend", page="/b", bucket="day") == [("2026-11-22T00:00:00.000Z", 4, 0, 3)]
+    assert ask_both(windows, tmp_path, "trend", page="/b' OR '1'='1", bucket="day") == []  # a value, never SQL
+
+
+def test_hot_windows_lists_only_hot_ones_oldest_first(windows, tmp_path):
+    assert ask_both(windows, tmp_path, "hot-windows") == [
+        ("2026-11-22T10:00:00.000Z", "2026-11-22T10:00:05.000Z", "/a", 5),
+        ("2026-11-22T11:00:00.000Z", "2026-11-22T11:00:05.000Z", "/a", 4)]
 
 
 def test_silver_and_quarantine_split_parsed_bronze_rows_and_keep_coordinates(spark):

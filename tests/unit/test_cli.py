@@ -6,7 +6,8 @@ from shared.cli import build_parser
 from tests.helpers import run_lakehouse
 
 COMMANDS = [[], ["kafka"], ["kafka", "start"], ["kafka", "stop"], ["kafka", "status"], ["kafka", "topics"],
-            ["generate"], ["inspect"], ["demo"], ["config"]]
+            ["generate"], ["inspect"], ["demo"], ["config"], ["sql"], ["query", "top-pages"], ["status"],
+            ["cluster", "status"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "lakehouse")

@@ -1,0 +1,144 @@
+"""Any read-only question in SQL over the product's tables, answered in this process without a JVM
+(`lakehouse sql`).
+
+Every Delta table under the storage root is registered by its contract name, a dot for the slash
+(`gold/page_clicks_5s` is `gold.page_clicks_5s`), as delta-rs reads it at the version asked, and
+DuckDB runs the query over them, reading only the files and columns the query needs. Only one
+SELECT runs: anything else is refused before it runs, the connection is in memory and its own, and
+it reads no file but the registered tables', so nothing a query says reaches the lake or the disk.
+
+    >>> lake = SqlLake("/data/lake")
+    >>> columns, rows = lake.answer("SELECT pageId, sum(clickCount) AS clicks "
+    ...                             "FROM gold.page_clicks_5s GROUP BY pageId ORDER BY clicks DESC LIMIT 3")
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from shared.errors import LakehouseError, MissingDependencyError
+
+#: How a timestamp is printed: ISO-8601 in UTC to the millisecond, as the alerts print theirs.
+TIMESTAMP_TEXT = "%Y-%m-%dT%H:%M:%S.%f"
+
+
+class SqlError(LakehouseError):
+    """A query that cannot run: not a SELECT, bad SQL, or a table that is not there."""
+
+
+def sql_name(table: str) -> str:
+    """The name a table has in SQL: `gold/page_clicks_5s` -> `gold.page_clicks_5s`."""
+    return table.replace("/", ".")
+
+
+def tables_under(root: str) -> list[str]:
+    """Every Delta table under the storage root, by its path there (`gold/page_clicks_5s`): the
+    product's tables as CONTRACT.md names them, found on disk rather than imported from their
+    modules (which would load pyspark: a second of the command's time). Checkpoints and a rebuild's
+    staging folder are not tables."""
+    base = Path(root)
+    found = (log.parent.relative_to(base) for log in base.glob("*/*/_delta_log"))
+    return sorted(str(path) for path in found if not path.parts[0].startswith("_"))
+
+
+#: A named parameter as Spark spells it (`:start`), not a cast (`::`).
+_SPARK_MARKER = re.compile(r"(?<![:\w]):([A-Za-z_]\w*)")
+
+
+def duckdb_spelling(sql: str, **tables: str) -> str:
+    """A query written once for both engines, with `{name}` for a table (Spark's DataFrame argument)
+    and `:name` for a value, as DuckDB spells it: the table's SQL name, `$name`.
+
+        >>> duckdb_spelling("SELECT * FROM {windows} WHERE pageId = :page", windows="gold/page_clicks_5s")
+        'SELECT * FROM gold.page_clicks_5s WHERE pageId = $page'
+    """
+    return _SPARK_MARKER.sub(r"$\1", sql.format(**{key: sql_name(table) for key, table in tables.items()}))
+
+
+class SqlLake:
+    """The tables under `root` at one moment (`as_of`) or version (`versions`: per SQL name), ready
+    for read-only SQL; a table not written yet is simply not there."""
+
+    def __init__(self, root: str, as_of: datetime | None = None, versions: dict[str, int] | None = None):
+        try:
+            import duckdb
+            from deltalake import DeltaTable
+        except ImportError as missing:
+            raise MissingDependencyError(
+                f"{missing.name} is not installed: `lakehouse sql` needs the readers extra (`make setup`, "
+                "or pip install -e '.[readers]')") from None
+        self.root = root
+        self.connection = duckdb.connect()
+        self.tables: dict[str, int] = {}  # SQL name -> the version registered
+        versions = dict(versions or {})
+        for table in tables_under(root):
+            name = sql_name(table)
+            path = Path(root) / table
+            delta = DeltaTable(str(path))
+            if name in versions:
+                delta.load_as_version(versions.pop(name))
+            elif as_of is not None:
+                delta.load_as_version(as_of)
+            self._register(name, delta, path)
+        if versions:
+            raise SqlError(f"--version names no table of this lake: {', '.join(sorted(versions))} "
+                           f"(tables: {', '.join(self.tables) or 'none yet'})")
+        self.connection.execute("SET TimeZone = 'UTC'")  # date_trunc to the UTC day, as Spark's session does
+        # The registered tables are all a query may read: no file, URL or extension of its own.
+        self.connection.execute("SET enable_external_access = false")
+        self.connection.execute("SET lock_configuration = true")
+
+    def _register(self, name: str, delta: Any, path: Path) -> None:
+        import pyarrow.fs
+
+        # A file system of pyarrow's own: delta-rs's would abort the process at its exit.
+        files = pyarrow.fs.SubTreeFileSystem(str(path.resolve()), pyarrow.fs.LocalFileSystem())
+        schema, table = name.split(".", 1)
+        hidden = f"__{schema}__{table}"
+        self.connection.register(hidden, delta.to_pyarrow_dataset(filesystem=files))
+        self.connection.execute(f'CREATE SCHEMA IF NOT EXISTS "{schema}"')
+        self.connection.execute(f'CREATE VIEW "{schema}"."{table}" AS SELECT * FROM "{hidden}"')
+        self.tables[name] = delta.version()
+
+    def answer(self, sql: str, parameters: dict[str, Any] | None = None) -> tuple[list[str], list[dict[str, Any]]]:
+        """The result's column names and rows (timestamps as ISO-8601 UTC text) of `sql` with its
+        named `parameters` (`$name`); SqlError with one line for anything but one SELECT, bad SQL or
+        a missing table."""
+        import duckdb
+
+        try:
+            statements = self.connection.extract_statements(sql)
+        except duckdb.Error as bad:
+            raise SqlError(f"bad SQL: {_first_line(bad)}") from None
+        kinds = [statement.type.name for statement in statements]
+        if kinds != ["SELECT"]:
+            raise SqlError("lakehouse sql runs one read-only query (SELECT, WITH ... SELECT); got "
+                           + (", ".join(kinds) or "nothing"))
+        try:
+            result = self.connection.execute(sql, parameters)
+            columns = [column[0] for column in result.description]
+            rows = result.to_arrow_table().to_pylist()
+        except duckdb.CatalogException as missing:
+            raise SqlError(f"{_first_line(missing)} (tables: {', '.join(self.tables) or 'none yet'})") from None
+        except duckdb.Error as failed:
+            raise SqlError(_first_line(failed)) from None
+        return columns, [{key: _text(value) for key, value in row.items()} for row in rows]
+
+
+def _text(value: Any) -> Any:
+    """A value as JSON and CSV print it: timestamps as ISO-8601 UTC text, DuckDB's 128-bit sums
+    (Arrow decimals) as the integers they are."""
+    if isinstance(value, datetime):
+        utc = value.astimezone(timezone.utc) if value.tzinfo else value
+        return utc.strftime(TIMESTAMP_TEXT)[:-3] + "Z"
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return value
+
+
+def _first_line(error: Exception) -> str:
+    return str(error).strip().splitlines()[0]
