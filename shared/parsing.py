@@ -5,7 +5,7 @@ operational path drops and counts the invalid ones, the analytical path quaranti
 never raises on bad input: only try_* functions are used (Spark 4 runs in ANSI mode, where a plain
 cast of a bad value fails the query), and no Python runs per record (executors need only the jars).
 
-What "one valid record" means is the events contract (README, "Events"), strictly:
+What "one valid record" means is the events contract (CONTRACT.md, "Events"), strictly:
 
 - Exactly one JSON value, with only JSON whitespace around it. Spark's `parse_json` reads the first
   value and ignores whatever follows it (a second object, a NUL, trailing text), so the value is

@@ -1,4 +1,4 @@
-"""The data contracts as code (README, "The events contract"; the alert in "The fast path"): the click event, why a record is invalid, the alert.
+"""The data contracts as code (CONTRACT.md, "Events" and "Alerts"): the click event, why a record is invalid, the alert.
 
 Everything that reads `page-clicks` or `hot-pages` takes its field names and types from here.
 """

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from shared.cli.common import say, table
+from shared.cli.common import output_options, print_rows, say
 from shared.config import Config
 
 
@@ -49,10 +48,7 @@ def cmd_kafka_topics(config: Config, args: argparse.Namespace) -> int:
         offsets = topic_offsets(config.kafka, name)
         records = sum(latest - earliest for earliest, latest in offsets.values())
         rows.append({"topic": name, "partitions": len(offsets), "records": records})
-    if args.format == "json":
-        print(json.dumps(rows, indent=2))
-    else:
-        print(table(rows, ["topic", "partitions", "records"]))
+    print_rows(rows, ["topic", "partitions", "records"], args.format)
     return 0
 
 
@@ -75,7 +71,6 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     kafka_commands.add_parser("status", parents=[common], help="say whether it runs and answers (exit 1 if not)",
                               description="Print whether the broker runs and answers metadata requests; exit 1 when it does not."
                               ).set_defaults(handler=cmd_kafka_status)
-    topics = kafka_commands.add_parser("topics", parents=[common], help="list topics with their record counts",
+    topics = kafka_commands.add_parser("topics", parents=[common, output_options()], help="list topics with their record counts",
                                        description="List the broker's topics, partitions and records held.")
-    topics.add_argument("--format", choices=["table", "json"], default="table")
     topics.set_defaults(handler=cmd_kafka_topics)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
-from shared.cli.common import say
+from shared.cli.common import output_options, print_rows, say
 from shared.config import Config
 
 
@@ -33,10 +32,10 @@ def cmd_cluster_status(config: Config, args: argparse.Namespace) -> int:
 
     statuses = [cluster.status() for cluster in embedded_clusters(config, log=say)]
     healthy = all(status.healthy for status in statuses)
-    if args.format == "json":
-        print(json.dumps({"healthy": healthy, "clusters": [status.as_dict() for status in statuses]}, indent=2))
-    else:
-        print("\n".join(status.describe() for status in statuses))
+    clusters = [status.as_dict() for status in statuses]
+    print_rows(clusters, ["runtime", "master_url", "healthy", "alive_workers", "cores", "cores_used", "web_ui"],
+               args.format, document={"healthy": healthy, "clusters": clusters},
+               text=lambda: "\n".join(status.describe() for status in statuses))
     return 0 if healthy else 1
 
 
@@ -60,8 +59,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "only if one hangs (cluster.stop_timeout_s).",
     ).set_defaults(handler=cmd_cluster_stop, uses_secrets=False)
     status = actions.add_parser(
-        "status", parents=[common], help="workers, cores and applications (exit 1 unless all workers are alive)",
+        "status", parents=[common, output_options("one row per cluster")], help="workers, cores and applications (exit 1 unless all workers are alive)",
         description="Print each cluster's master, its workers, the cores in use and the running applications; "
         "exit 1 unless every master and worker runs and the workers are registered.")
-    status.add_argument("--format", choices=["text", "json"], default="text")
     status.set_defaults(handler=cmd_cluster_status, uses_secrets=False)

@@ -26,9 +26,25 @@ def table(rows: list[dict], columns: list[str]) -> str:
     return "\n".join(lines)
 
 
-def print_rows(rows: list[dict], columns: list[str], output: str) -> None:
+#: The one output convention of every command that prints a result (`--format`).
+FORMATS = ("table", "json", "csv")
+
+
+def output_options(rows: str = "the rows") -> argparse.ArgumentParser:
+    """`--format table|json|csv`: a table (or text) for people, the whole result as JSON for programs,
+    its rows (`rows`) as CSV for spreadsheets."""
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--format", choices=FORMATS, default="table",
+                        help=f"table (default), json (the whole result) or csv ({rows})")
+    return output
+
+
+def print_rows(rows: list[dict], columns: list[str], output: str, document: Any = None,
+               text: Callable[[], str] | None = None) -> None:
+    """Print a result as `output` asks: json prints `document` (default: the rows), csv the rows'
+    `columns`, table `text()` (default: a table of the rows)."""
     if output == "json":
-        print(json.dumps(rows, indent=2))
+        print(json.dumps(rows if document is None else document, indent=2, default=str))
     elif output == "csv":
         import csv
 
@@ -36,7 +52,7 @@ def print_rows(rows: list[dict], columns: list[str], output: str) -> None:
         writer.writeheader()
         writer.writerows(rows)
     else:
-        print(table(rows, columns))
+        print(text() if text else table(rows, columns))
 
 
 def fraction(text: str) -> float:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import json
+import sys
 from typing import Any
 
-from shared.cli.common import monitored, passthrough, positive, recording_children, say, table
+from shared.cli.common import monitored, output_options, passthrough, positive, print_rows, recording_children, say
 from shared.config import Config
+
+ALERT_COLUMNS = ["windowStart", "pageId", "clickCount", "threshold", "alertId"]
 
 
 def cmd_operational(config: Config, args: argparse.Namespace) -> int:
@@ -57,20 +61,25 @@ def cmd_alerts(config: Config, args: argparse.Namespace) -> int:
 
     topic = config.kafka.topics.alerts
     if args.follow:  # until Ctrl-C, which is how following ends: exit 0
+        rows = csv.DictWriter(sys.stdout, fieldnames=ALERT_COLUMNS, extrasaction="ignore", lineterminator="\n")
+        if args.format == "csv":
+            rows.writeheader()
         try:
             for _, changed in read_alerts(config.kafka, topic, follow=True):
-                if changed is not None:
+                if changed is None:
+                    continue
+                if args.format == "csv":
+                    rows.writerow(changed.as_dict())
+                else:
                     print(json.dumps(changed.as_dict()) if args.format == "json" else
-                          f"{changed.window_start}  {changed.page_id}  {changed.click_count}", flush=True)
+                          f"{changed.window_start}  {changed.page_id}  {changed.click_count}")
+                sys.stdout.flush()
         except KeyboardInterrupt:
             pass
         return 0
     book = latest_alerts(config.kafka, topic)
     alerts = [alert.as_dict() for alert in book.sorted()]
-    if args.format == "json":
-        print(json.dumps(alerts, indent=2))
-    else:
-        print(table(alerts, ["windowStart", "pageId", "clickCount", "threshold", "alertId"]))
+    print_rows(alerts, ALERT_COLUMNS, args.format)
     say(f"{len(alerts)} alerted windows from {book.records} records on {topic}"
             + (f"; {len(book.invalid)} records are not valid alerts" if book.invalid else ""))
     return 0
@@ -89,9 +98,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     operational.set_defaults(handler=cmd_operational)
 
     alerts = commands.add_parser(
-        "alerts", parents=[common], help="the alerts on the topic, one per alertId (highest count)",
+        "alerts", parents=[common, output_options("one row per alert; with --follow, JSON lines or CSV rows")], help="the alerts on the topic, one per alertId (highest count)",
         description="Read the alerts topic from the beginning and print, per alertId, the record with the "
         "highest clickCount. Records that are not valid alerts are counted, not fatal.")
     alerts.add_argument("--follow", action="store_true", help="keep reading; print each new or raised alert")
-    alerts.add_argument("--format", choices=["table", "json"], default="table")
     alerts.set_defaults(handler=cmd_alerts)

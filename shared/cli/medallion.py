@@ -6,7 +6,7 @@ import argparse
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.cli.common import monitored, passthrough, positive, print_rows, recording_children, say, table
+from shared.cli.common import monitored, output_options, passthrough, positive, print_rows, recording_children, say
 from shared.config import Config
 from shared.errors import LakehouseError
 
@@ -130,7 +130,7 @@ def cmd_rebuild(config: Config, args: argparse.Namespace) -> int:
     spark = spark_session(config, application="analytical")
     say(f"rebuilding silver and gold from bronze under {config.storage.root}")
     rows = [run.as_dict() for run in pipeline.rebuild(spark, config, say)]
-    print(table(rows, ["layer", "query", "rows", "seconds", "batches"]))
+    print_rows(rows, ["layer", "query", "rows", "seconds", "batches"], args.format)
     return 0
 
 
@@ -148,13 +148,12 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add this area's commands to `lakehouse`."""
     analytical = commands.add_parser(
-        "analytical", parents=[common], help="the medallion streams: Kafka -> bronze -> silver -> gold",
+        "analytical", parents=[common, output_options("a backfill's rows and time per layer")], help="the medallion streams: Kafka -> bronze -> silver -> gold",
         description="Run the bronze, silver and gold streams continuously (triggers from analytical.triggers) "
         "until stopped or for --seconds; or, with --available-now, run each layer in order over all there is "
         "(a backfill), print the rows and time per layer, and exit. A second backfill adds nothing.")
     analytical.add_argument("--available-now", action="store_true", help="backfill: process what is there, then exit")
     analytical.add_argument("--seconds", type=positive(float), help="continuous: stop after this long")
-    analytical.add_argument("--format", choices=["table", "json"], default="table", help="backfill summary format")
     analytical.add_argument("--progress-json", action="store_true",
                             help="continuous: print each progress report as one JSON line on stdout instead of status "
                             "lines on stderr (how `lakehouse run` shows this process's queries in its console view)")
@@ -167,7 +166,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "run", parents=[common], help="both paths side by side: the fast path, and the medallion at low priority",
         description="Start the hot-pages stream here and the four medallion streams beside it as a separate "
         "`lakehouse analytical` process under `nice -n <analytical.niceness>` (it measured better than one application "
-        "with FAIR pools: README). Every query's progress goes to the Delta table ops/stream_progress, and to one "
+        "with FAIR pools: OPERATIONS.md). Every query's progress goes to the Delta table ops/stream_progress, and to one "
         "console view of both processes' queries. "
         "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
         "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
@@ -175,24 +174,22 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     run.set_defaults(handler=cmd_run)
 
     status = commands.add_parser(
-        "status", parents=[common], help="recent progress of every stream, from ops/stream_progress",
+        "status", parents=[common, output_options("one row per query")], help="recent progress of every stream, from ops/stream_progress",
         description="Per query, from the recorded progress of the last --minutes: batches, last batch and when, "
         "Kafka lag, batch duration percentiles, processed rate, rows dropped as late, failed expectations, errors.")
     status.add_argument("--minutes", type=positive(float), default=15.0, help="how far back (default 15)")
-    status.add_argument("--format", choices=["table", "csv", "json"], default="table")
     status.set_defaults(handler=cmd_status)
 
     commands.add_parser(
-        "rebuild", parents=[common], help="recompute silver and gold from bronze, from scratch",
+        "rebuild", parents=[common, output_options("one row per layer")], help="recompute silver and gold from bronze, from scratch",
         description="Rebuild silver/clicks, silver/quarantine and both gold tables from bronze/clicks with fresh "
         "checkpoints, in a staging folder, then publish each table in one commit: readers never see a half-built "
         "table. Stop the analytical streams first; if a rebuild is interrupted, run it again.",
     ).set_defaults(handler=cmd_rebuild)
 
     maintain = commands.add_parser(
-        "maintain", parents=[common], help="OPTIMIZE (Z-order) and VACUUM the Delta tables",
+        "maintain", parents=[common, output_options("one row per table")], help="OPTIMIZE (Z-order) and VACUUM the Delta tables",
         description="Compact every medallion table, Z-order those whose readers filter on a column, then VACUUM "
         "files older than analytical.vacuum_retention.")
     maintain.add_argument("--no-vacuum", action="store_true", help="only OPTIMIZE")
-    maintain.add_argument("--format", choices=["table", "json"], default="table")
     maintain.set_defaults(handler=cmd_maintain)

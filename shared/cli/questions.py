@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from shared.cli.common import instant, positive, print_rows, say, window_range_options
+from shared.cli.common import instant, output_options, positive, print_rows, say, window_range_options
 from shared.config import Config
 from shared.errors import ConfigError, LakehouseError
 from shared.storage import local_folder
@@ -98,8 +98,7 @@ def cmd_sql(config: Config, args: argparse.Namespace) -> int:
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add this area's commands to `lakehouse`."""
-    output = argparse.ArgumentParser(add_help=False)
-    output.add_argument("--format", choices=["table", "csv", "json"], default="table")
+    output = output_options()
 
     query = commands.add_parser(
         "query", parents=[common], help="historical trend questions on gold, with time travel",

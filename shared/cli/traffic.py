@@ -7,7 +7,7 @@ import json
 from datetime import datetime, timezone
 from typing import Any
 
-from shared.cli.common import fraction, instant, positive, say, table
+from shared.cli.common import fraction, instant, output_options, positive, print_rows, say, table
 from shared.config import Config
 
 
@@ -77,22 +77,23 @@ def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
     topic = args.topic or config.kafka.topics.clicks
     say(f"reading {topic} with Spark (batch) and applying the shared parsing and rule")
     profile = profile_topic(spark, config, topic, top=args.top)
-    if args.format == "json":
-        print(json.dumps(profile, indent=2, default=str))
-        return 0
-    print(f"topic {topic}: {profile['records']} records, {profile['valid']} valid, "
-          f"{profile['invalid']} invalid, {profile['distinct_events']} distinct events")
-    if profile["invalid_by_reason"]:
-        print("\ninvalid records by reason:")
-        print(table([{"reason": k, "records": v} for k, v in profile["invalid_by_reason"].items()],
-                     ["reason", "records"]))
-    print(f"\nevent time from {profile['first_event_time']} to {profile['last_event_time']}; "
-          f"{profile['windows']} page windows, {profile['hot_windows']} hot (> {config.hot_pages.threshold})")
-    if profile["top_windows"]:
-        print("\nbusiest windows (distinct events, after de-duplication):")
-        print(table(profile["top_windows"], ["pageId", "windowStart", "clickCount", "isHot"]))
+    print_rows(profile["top_windows"], ["pageId", "windowStart", "clickCount", "isHot"], args.format,
+               document=profile, text=lambda: _profile_text(profile, topic, config.hot_pages.threshold))
     return 0
 
+
+def _profile_text(profile: dict[str, Any], topic: str, threshold: int) -> str:
+    lines = [f"topic {topic}: {profile['records']} records, {profile['valid']} valid, "
+             f"{profile['invalid']} invalid, {profile['distinct_events']} distinct events"]
+    if profile["invalid_by_reason"]:
+        lines += ["", "invalid records by reason:",
+                  table([{"reason": k, "records": v} for k, v in profile["invalid_by_reason"].items()], ["reason", "records"])]
+    lines += ["", f"event time from {profile['first_event_time']} to {profile['last_event_time']}; "
+                  f"{profile['windows']} page windows, {profile['hot_windows']} hot (> {threshold})"]
+    if profile["top_windows"]:
+        lines += ["", "busiest windows (distinct events, after de-duplication):",
+                  table(profile["top_windows"], ["pageId", "windowStart", "clickCount", "isHot"])]
+    return "\n".join(lines)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -123,10 +124,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     generate.set_defaults(handler=cmd_generate)
 
     inspect = commands.add_parser(
-        "inspect", parents=[common], help="profile a clicks topic with Spark: validity, duplicates, hot windows",
+        "inspect", parents=[common, output_options("the busiest windows")], help="profile a clicks topic with Spark: validity, duplicates, hot windows",
         description="Read a clicks topic with Spark (batch), apply the shared parsing and rule, and summarise: "
         "records, invalid ones by reason, distinct events, windows and hot windows.")
     inspect.add_argument("--topic", help="topic to read (default: kafka.topics.clicks)")
     inspect.add_argument("--top", type=positive(int), default=10, help="busiest windows to list (default 10)")
-    inspect.add_argument("--format", choices=["table", "json"], default="table")
     inspect.set_defaults(handler=cmd_inspect)

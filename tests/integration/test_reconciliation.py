@@ -161,7 +161,7 @@ def test_a_forged_alert_is_unexplained_and_reconcile_exits_1(spark, both, config
     producer.flush()
     producer.close()
 
-    run = run_lakehouse("reconcile", "--json", *(f"--set={item}" for item in (*config_overrides, *SETTINGS)))
+    run = run_lakehouse("reconcile", "--format", "json", *(f"--set={item}" for item in (*config_overrides, *SETTINGS)))
 
     assert run.returncode == 1, run.stderr
     result = json.loads(run.stdout)

@@ -76,7 +76,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
 
     # Real-time alerts carry the largest doubling reached (/run's 5 clicks: 4), which the reconciliation
     # expects from gold's count: every hot window closed in both paths is compared and matches.
-    reconciled = run_lakehouse("reconcile", "--json", *options)
+    reconciled = run_lakehouse("reconcile", "--format", "json", *options)
     assert reconciled.returncode == 0, reconciled.stderr
     verdict = json.loads(reconciled.stdout)
     hot_and_closed = len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))

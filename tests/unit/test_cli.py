@@ -73,3 +73,15 @@ def test_a_benchmark_load_the_generator_cannot_make_is_refused_before_anything_s
     assert result.returncode == 2
     assert "--hot-pages 8 at threshold 5000 per 5 s needs --rate 15003 or more" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+RESULT_COMMANDS = [["kafka", "topics"], ["cluster", "status"], ["alerts"], ["analytical"], ["status"], ["rebuild"],
+                   ["maintain"], ["check"], ["reconcile"], ["inspect"], ["query", "top-pages"], ["query", "trend"],
+                   ["query", "hot-windows"], ["sql"]]
+
+
+@pytest.mark.parametrize("command", RESULT_COMMANDS, ids=" ".join)
+def test_every_command_that_prints_a_result_takes_one_format_option(command, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args([*command, "--help"])
+    assert "--format {table,json,csv}" in capsys.readouterr().out
