@@ -159,6 +159,8 @@ class SparkConfig(_Section):
     app_name: str = Field(min_length=1)
     driver_memory: MemorySize
     log_level: Literal["ALL", "DEBUG", "INFO", "WARN", "ERROR", "FATAL", "OFF"]
+    #: Spark's and the JVM's known-harmless warnings (conf/log4j2.properties): hidden unless `show`.
+    known_warnings: Literal["hide", "show"]
     ui_enabled: bool
     shuffle_partitions: int = Field(ge=1)
     state_store: Literal["rocksdb", "hdfs"]

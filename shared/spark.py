@@ -71,6 +71,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
             # 1 MB thread stack the stop ends in a StackOverflowError on the stream thread
             # (reproduced: a MERGE in foreachBatch stopped mid-batch, 4 stops of 4).
             f"-Xss{THREAD_STACK}",
+            f"-Dlakehouse.knownWarnings={'NEUTRAL' if spark.known_warnings == 'show' else 'DENY'}",
             *([archive] if archive else []),
         ]),
         "spark.sql.session.timeZone": "UTC",
@@ -157,7 +158,8 @@ def spark_session(config: Config, class_archive: bool = True, application: Appli
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    with _stdout_to_stderr(), _jvm_dying_with_this_process():  # the JVM starts now
+    noise = JVM_NOISE if config.spark.known_warnings == "hide" else ()
+    with _stdout_to_stderr(), _jvm_dying_with_this_process(noise):  # the JVM starts now
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel(config.spark.log_level)
     return session
@@ -172,12 +174,24 @@ def _on_loopback(master: str) -> bool:
 
 _launched_jvm: "subprocess.Popen | None" = None
 
+#: What the JVM itself prints that no user can act on (log4j's own noise is filtered in
+#: conf/log4j2.properties): Spark's launcher always adds the incubating vector module, and the JVM
+#: announces it at every start.
+JVM_NOISE = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
+
+
+def _relay_stderr(pipe, noise: tuple[bytes, ...]) -> None:
+    """Copy the JVM's stderr (Spark's log lines) to this process's, line by line, without `noise`."""
+    for line in iter(pipe.readline, b""):
+        if line.strip() not in noise:
+            os.write(2, line)
+
 #: How long a process that ends normally waits for its Spark JVM's own shutdown (see below).
 JVM_EXIT_WAIT_S = 60
 
 
 @contextmanager
-def _jvm_dying_with_this_process() -> Iterator[None]:
+def _jvm_dying_with_this_process(noise: tuple[bytes, ...] = ()) -> Iterator[None]:
     """Have the kernel SIGKILL the Spark JVM that PySpark launches when this process dies.
 
     Left to itself the JVM notices its driver's death when its stdin closes and then runs Spark's
@@ -202,7 +216,9 @@ def _jvm_dying_with_this_process() -> Iterator[None]:
 
     def launch_dying_with_us(command, **kwargs):
         global _launched_jvm
-        _launched_jvm = launch(dying_with_parent(command), **kwargs)
+        _launched_jvm = launch(dying_with_parent(command), stderr=subprocess.PIPE, **kwargs)
+        threading.Thread(target=_relay_stderr, args=(_launched_jvm.stderr, noise), name="jvm-stderr",
+                         daemon=True).start()
         atexit.register(_let_the_jvm_exit, _launched_jvm)
         return _launched_jvm
 

@@ -31,6 +31,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="YAML layered on conf/local.yaml (default: $LAKEHOUSE_CONFIG if set)")
     options.add_argument("--set", metavar="KEY=VALUE", action="append", default=argparse.SUPPRESS, dest="overrides",
                          help="override one dotted key, e.g. --set hot_pages.threshold=100 (repeatable)")
+    options.add_argument("--verbose", action="store_true", default=argparse.SUPPRESS,
+                         help="also print the warnings hidden as harmless (--set spark.known_warnings=show)")
 
     parser = argparse.ArgumentParser(
         prog="lakehouse",
@@ -50,7 +52,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     die_with_parent()  # started by another lakehouse command: end with it, however it ends
     args = build_parser().parse_args(argv)
     try:
-        config = load_config(getattr(args, "config", None), getattr(args, "overrides", []),
+        overrides = [*getattr(args, "overrides", []), *(["spark.known_warnings=show"] if getattr(args, "verbose", False) else [])]
+        config = load_config(getattr(args, "config", None), overrides,
                              secrets=getattr(args, "uses_secrets", True))
         return args.handler(config, args)
     except LakehouseError as error:

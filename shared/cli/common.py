@@ -137,7 +137,8 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
 def passthrough(args: argparse.Namespace) -> list[str]:
     """The --config/--set a benchmark's child processes must see."""
     config = [f"--config={args.config}"] if getattr(args, "config", None) else []
-    return config + [f"--set={item}" for item in getattr(args, "overrides", [])]
+    verbose = ["--verbose"] if getattr(args, "verbose", False) else []
+    return config + verbose + [f"--set={item}" for item in getattr(args, "overrides", [])]
 
 
 

@@ -16,7 +16,7 @@ from shared.kafka import ensure_topics
 from shared.monitoring import SUMMARY_SQL, TABLE as PROGRESS
 from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import ahead_of_the_clock, run_lakehouse, send
+from tests.helpers import ahead_of_the_clock, run_lakehouse, send, unwanted_warnings
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
 
@@ -41,6 +41,7 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
     output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", while_running=a_second_run_is_refused)
 
     assert "stop requested: stopping" in output and "Traceback" not in output
+    assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
     assert all(f"  {name} " in output for name in QUERIES), "one console view of both processes' queries"
     assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
 
@@ -64,6 +65,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
     output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", real_time=True)
 
     assert "hot pages (real-time)" in output and "Traceback" not in output
+    assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
     assert "[hot_pages] real-time, running: lag " in output, "between batch reports the console says what it does"
     assert "is aborting" not in output, "stopping mid-batch logs the cancelled writers at ERROR unless silenced"
     assert alerted(config) == expected_alerts(real_time=True) != expected_alerts()  # /run's 5 clicks alert as 4
