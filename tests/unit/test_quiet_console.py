@@ -1,0 +1,59 @@
+"""The log4j filters that silence known-harmless warnings: each drops its warning as Spark words it,
+and lets every other message of the same logger through."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from shared import PROJECT_ROOT
+
+# Messages as Spark 4.1 and 4.3 log them (copied from real runs), by logger.
+SILENCED = {
+    "org.apache.spark.scheduler.TaskSetManager":
+        "[queryId = 8110b] [batchId = 10] Lost task 0.0 in stage 31.0 (TID 42) (localhost executor driver): "
+        "TaskKilled (Job 12 cancelled Query hot_pages [id = 8110b9ea-c222-4383-9ba9-565d344c8ea3, "
+        "runId = 4d0b1f8f-ee0c-4728-adab-33dff1140c8c] was stopped SQLSTATE: XXKDA)",
+    "org.apache.spark.scheduler.DAGScheduler":
+        "Failed to cancel job group 4d0b1f8f-ee0c-4728-adab-33dff1140c8c. Cannot find active jobs for it.",
+    "org.apache.spark.sql.execution.CacheManager": "Asked to cache already cached data.",
+    "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor":
+        "Current batch is falling behind. The trigger interval is 1000 milliseconds, but spent 1841 milliseconds",
+    "org.apache.spark.rdd.MapPartitionsRDD":
+        "RDD 93 was locally checkpointed, its lineage has been truncated and cannot be recomputed",
+}
+# Warnings of the same loggers that a user must see.
+SHOWN = {
+    "org.apache.spark.scheduler.TaskSetManager":
+        "Lost task 0.0 in stage 31.0 (TID 42) (localhost executor driver): java.lang.OutOfMemoryError: Java heap space",
+    "org.apache.spark.sql.execution.CacheManager": "Cache of table silver.clicks failed",
+}
+
+
+def message_filters() -> dict[str, re.Pattern]:
+    """conf/log4j2.properties' RegexFilter per logger name, compiled as log4j does (whole message)."""
+    properties = dict(line.split(" = ", 1) for line in (PROJECT_ROOT / "conf" / "log4j2.properties")
+                      .read_text().splitlines() if " = " in line and not line.startswith("#"))
+    filters = {}
+    for key, value in properties.items():
+        if key.endswith(".filter.message.regex"):
+            logger = key.removesuffix(".filter.message.regex")
+            filters[properties[f"{logger}.name"]] = re.compile(value.replace("\\\\", "\\"))
+    return filters
+
+
+@pytest.mark.parametrize("logger", sorted(SILENCED))
+def test_a_known_harmless_warning_is_silenced(logger):
+    assert message_filters()[logger].fullmatch(SILENCED[logger])
+
+
+@pytest.mark.parametrize("logger", sorted(SHOWN))
+def test_another_warning_of_the_same_logger_still_shows(logger):
+    assert not message_filters()[logger].fullmatch(SHOWN[logger])
+
+
+def test_every_silenced_warning_is_listed_for_users():
+    listed = (PROJECT_ROOT / "OPERATIONS.md").read_text()
+    for logger in message_filters():
+        assert f"`{logger.rsplit('.', 1)[1]}:" in listed, f"{logger} is silenced but OPERATIONS.md does not say so"
