@@ -109,7 +109,7 @@ def _seconds(run: dict[str, Any], layers: tuple[str, ...]) -> float:
 def _generate(settings: list[str], block: int, events: int, span_s: float) -> None:
     start = BLOCKS_START + timedelta(seconds=block * span_s)
     command = [sys.executable, "-m", "shared.cli", "generate", "--events", str(events), "--rate", str(events / span_s),
-               "--start-time", start.isoformat(), "--seed", str(1000 + block), "--late-fraction", "0.01",
+               "--start-time", start.isoformat(), "--seed", str(1000 + block), "--hot-pages", "0", "--late-fraction", "0.01",
                "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005", *settings]
     done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:

@@ -116,7 +116,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
 
     load_started = datetime.now(timezone.utc)
     generator = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "generate", "--rate", str(rate), "--seconds", str(warmup_s + seconds),
+        [sys.executable, "-m", "shared.cli", "generate", "--format", "json", "--rate", str(rate), "--seconds", str(warmup_s + seconds),
          "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
     )

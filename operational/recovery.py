@@ -66,7 +66,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     say_progress(f"bench recovery: {profile} at {rate:,.0f} events/s for {seconds:g} s, kill -9 after {kill_after_s:g} s")
     first = fast_path(0)
     generator = subprocess.Popen(
-        [sys.executable, "-m", "shared.cli", "generate", "--rate", str(rate), "--seconds", str(seconds),
+        [sys.executable, "-m", "shared.cli", "generate", "--format", "json", "--rate", str(rate), "--seconds", str(seconds),
          "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env())
     load_started = time.monotonic()

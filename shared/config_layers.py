@@ -29,6 +29,19 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     _set_dotted(data, key, value)
 
 
+def as_overrides(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """A layer as `--set` items, e.g. {"kafka": {"partitions": 2}} -> ["kafka.partitions=2"]."""
+    items = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            items += as_overrides(value, f"{prefix}{key}.")
+        else:
+            # a scalar is dumped as a one-item document, `value\n...\n`: keep the value
+            written = yaml.safe_dump(value, default_flow_style=True, width=float("inf")).strip()
+            items.append(f"{prefix}{key}={written.removesuffix('...').strip()}")
+    return items
+
+
 def read_yaml(path: Path) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")

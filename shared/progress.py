@@ -14,6 +14,7 @@ through) clears the bars, prints, and draws them again.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -164,6 +165,34 @@ def echo(message: str, stream: TextIO | None = None) -> None:
 
     tqdm.write(message, file=stream)  # clears the bars, writes, draws them again
     stream.flush()
+
+
+class ChangedRows:
+    """Status rows printed only when they say something new: a query's row (keyed by its first
+    word, the query's name) is printed when it differs from the one printed last for that query,
+    ignoring the clocks in it (`3.2 s ago`). A stream with nothing to do stays quiet instead of
+    repeating itself every status interval.
+
+    >>> rows = ChangedRows(print)
+    >>> rows("[hot_pages] batch 7: lag 0"); rows("[hot_pages] batch 7: lag 0")
+    [hot_pages] batch 7: lag 0
+    """
+
+    def __init__(self, say: Callable[[str], None]):
+        self._say = say
+        self._shown: dict[str, str] = {}
+
+    def __call__(self, text: str) -> None:
+        """Print each line of `text` that changed since its query's last one."""
+        for line in text.splitlines():
+            key, _, _ = line.strip().partition(" ")
+            meaning = _CLOCK.sub("", line)
+            if line.strip() and self._shown.get(key) != meaning:
+                self._shown[key] = meaning
+                self._say(line)
+
+
+_CLOCK = re.compile(r"[\d.,]+ s ago")
 
 
 def _figure(rate: float) -> str:

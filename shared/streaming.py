@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 
 from shared.config import Config, ExpectationPolicy, Supervision
 from shared.errors import LakehouseError
+from shared.progress import ChangedRows
 from shared.query_progress import RunningTotals, status_line
 from shared.storage import checkpoint_location
 
@@ -129,6 +130,7 @@ def supervise(
     BATCH_END_WAIT_S; 0 for a real-time query, which is always in a batch).
     """
     totals = {name: RunningTotals() for name in starters}
+    changed_rows = ChangedRows(report)
     restarts = dict.fromkeys(starters, 0)
     running: dict[str, Any] = {}
     restart_at: dict[str, float] = {}
@@ -174,7 +176,7 @@ def supervise(
                 if time.monotonic() >= next_status:
                     for name in running if status_lines else ():
                         if totals[name].latest is not None:
-                            report(status_line(name, totals[name].latest, totals[name]))
+                            changed_rows(status_line(name, totals[name].latest, totals[name]))
                     if on_status is not None:
                         on_status()
                     next_status = time.monotonic() + settings.status_interval_s

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from shared.config import Config
+from shared.progress import ChangedRows
 
 
 def say(message: str) -> None:
@@ -123,11 +124,11 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
     spark = spark_session(config, in_driver=True)
     with recording(spark, config.path(*TABLE.split("/"))) as recorder:
         children = start(recorder)
+        changed_rows = ChangedRows(say)
 
         def status() -> None:
             recorder.flush()
-            if recorder.latest:
-                say(recorder.console_view())
+            changed_rows(recorder.console_view())
 
         with stopped_at_the_end(children):
             await_stop(config.operational, seconds=args.seconds, report=say,

@@ -1,10 +1,10 @@
 """`lakehouse demo`: the whole story, end to end, on the embedded default.
 
 Starts the embedded broker (unless one runs) and runs both paths side by side (`lakehouse run`) on
-fresh demo topics while `lakehouse generate` sends shop traffic with three hot pages (and a little
+its own topics and tables (conf/demo.yaml) while `lakehouse generate` sends shop traffic with three hot pages (and a little
 late, duplicate and malformed data). Then a backfill catches the medallion up, and the demo shows
 the alerts with their time-to-alert, a trend query, the expectations and the reconciliation. It
-stops what it started and says where the tables, the Data Docs and the notebooks are.
+stops what it started and says how to go on with what it made.
 """
 
 from __future__ import annotations
@@ -15,12 +15,15 @@ import sys
 import threading
 import time
 
+from shared import PROJECT_ROOT
 from shared.config import Config, with_overrides
+from shared.config_layers import as_overrides, read_yaml
 from shared.errors import LakehouseError
+from shared.progress import ChangedRows
 from shared.processes import child_env
 
-DEMO_CLICKS = "demo-page-clicks"
-DEMO_ALERTS = "demo-hot-pages"
+#: The demo's topics and tables, apart from a user's own; any command reads them with this file.
+DEMO_PROFILE = PROJECT_ROOT / "conf" / "demo.yaml"
 
 
 def _say(message: str) -> None:
@@ -35,7 +38,7 @@ def _fresh_topics(config: Config) -> None:
     """Delete the demo topics of an earlier run and create them again, with broker timestamps."""
     from shared.kafka import admin_client, ensure_topics
 
-    topics = [DEMO_CLICKS, DEMO_ALERTS]
+    topics = [config.kafka.topics.clicks, config.kafka.topics.alerts]
     with admin_client(config.kafka) as admin:
         old = [name for name in topics if name in admin.list_topics()]
         if old:
@@ -46,7 +49,9 @@ def _fresh_topics(config: Config) -> None:
     ensure_topics(config.kafka, topics, timestamp_type="LogAppendTime")
 
 
-def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]) -> int:
+def run_demo(config: Config, seconds: float, rate: float, config_args: list[str], overrides: list[str]) -> int:
+    """The demo on `config` with conf/demo.yaml layered on it, the command's own `overrides` (--set)
+    last; `config_args` are what its child processes are given (see common.passthrough)."""
     from analytical import gold_page_clicks_5s, pipeline, trends
     from analytical.checks import check
     from analytical.reconciliation import reconcile
@@ -55,7 +60,6 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from operational import hot_pages
     from operational.alerts_topic import latest_alerts
     from operational.time_to_alert import time_to_alert
-    from shared import PROJECT_ROOT
     from shared.services.broker import EmbeddedBroker
     from shared.checkpoints import empty_keeping_locks, exclusive
     from shared.monitoring import TABLE, recording
@@ -66,8 +70,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     from shared.streaming import await_stop, supervise
 
     started_at = time.monotonic()
-    demo_settings = [f"kafka.topics.clicks={DEMO_CLICKS}", f"kafka.topics.alerts={DEMO_ALERTS}",
-                     f"storage.root={config.path('demo')}", "operational.starting_offsets=earliest"]
+    demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins
     config = with_overrides(config, demo_settings)
     medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
     names = [hot_pages.STREAM.name]
@@ -88,14 +91,15 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                  "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
             locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
-            command = [sys.executable, "-m", "shared.cli", "generate", "--seconds", str(seconds), "--rate", str(rate),
+            command = [sys.executable, "-m", "shared.cli", "generate", "--format", "json", "--seconds", str(seconds), "--rate", str(rate),
                        "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
-                       "--malformed-fraction", "0.005", "--topic", DEMO_CLICKS,
+                       "--malformed-fraction", "0.005", "--topic", config.kafka.topics.clicks,
                        f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
             traffic: list[subprocess.Popen] = []
             finished_at: list[float] = []
             with recording(spark, config.path(*TABLE.split("/"))) as recorder, watching(spark, recorder):
                 next_view = time.monotonic()
+                changed_rows = ChangedRows(_say)
                 fast_path_started = threading.Event()
 
                 def relay_fast_path(line: str) -> None:
@@ -125,7 +129,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                         finished_at.append(time.monotonic())
                     if time.monotonic() >= next_view:
                         recorder.flush()
-                        _say(recorder.console_view())
+                        changed_rows(recorder.console_view())
                         next_view = time.monotonic() + 10
 
                 def done() -> bool:
@@ -149,7 +153,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                 _say(f"   {run.name:24s} {run.rows:>9,} rows in {run.seconds:5.1f} s")
 
             _say("\n== 4. the alerts, one per window (highest count), and their time-to-alert")
-            book = latest_alerts(config.kafka, DEMO_ALERTS)
+            book = latest_alerts(config.kafka, config.kafka.topics.alerts)
             for alert in book.sorted()[:6]:
                 _say(f"   {alert.window_start}  {alert.page_id:22s} {alert.click_count:>6,} clicks")
             _say(f"   ... {len(book.latest)} alerted windows, {book.records} alert records")
@@ -179,8 +183,13 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
             if not was_running:
                 _say("\n== 8. clean stop")
                 broker.stop()
-    _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s.")
+    profile = DEMO_PROFILE.relative_to(PROJECT_ROOT)
+    _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s. What it made stays for you to explore:")
     _say(f"   tables:     {config.storage.root} (bronze, silver, gold, ops/stream_progress)")
     _say(f"   Data Docs:  {docs}")
-    _say(f"   notebooks:  {PROJECT_ROOT / 'notebooks'} (they read the embedded default's tables)")
+    _say(f"   ask it:     lakehouse query hot-windows --config {profile}")
+    _say(f"               lakehouse sql --config {profile} \"SELECT reason, count(*) FROM silver.quarantine GROUP BY reason\"")
+    _say(f"   alerts:     lakehouse kafka start && lakehouse alerts --config {profile}   (the broker keeps its topics)")
+    _say("   your own run, step by step: README.md, \"Your first run\"; the notebooks make their own "
+         "topics and tables (notebooks/README.md)")
     return 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from shared.cli.common import monitored, output_options, passthrough, positive, print_rows, recording_children, say
 from shared.config import Config
+from shared.progress import ChangedRows
 
 ALERT_COLUMNS = ["windowStart", "pageId", "clickCount", "threshold", "alertId"]
 
@@ -31,11 +32,13 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
         say(f"hot pages ({config.operational.mode}): {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, "
             f"more than {config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
             f"checkpoint {config.checkpoint(name)}")
+        changed_rows = ChangedRows(say)
+
         def status() -> None:
             recorder.flush()
             if real_time:  # its batch reports come once per checkpoint interval: say what it does meanwhile
                 for row in running_queries(config.metrics, ["operational"]):
-                    say("  " + activity_line(row))
+                    changed_rows("  " + activity_line(row))
 
         totals = supervise(hot_pages.starters(spark, config), config.operational,
                            seconds=args.seconds, report=say, on_status=status,

@@ -12,7 +12,8 @@ from shared.config import Config, render
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from shared.cli.demo import run_demo
 
-    return run_demo(config, seconds=args.seconds, rate=args.rate, config_args=passthrough(args))
+    return run_demo(config, seconds=args.seconds, rate=args.rate, config_args=passthrough(args),
+                    overrides=getattr(args, "overrides", []))
 
 
 def cmd_config(config: Config, args: argparse.Namespace) -> int:

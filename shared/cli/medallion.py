@@ -9,6 +9,7 @@ from typing import Any
 from shared.cli.common import monitored, output_options, passthrough, positive, print_rows, recording_children, say
 from shared.config import Config
 from shared.errors import LakehouseError
+from shared.progress import ChangedRows
 
 
 def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
@@ -54,9 +55,11 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         medallion = MedallionProcess(passthrough(args), config.analytical.niceness, relay=say,
                                      on_progress=recorder.show)
         try:
+            changed_rows = ChangedRows(say)
+
             def status() -> None:
                 recorder.flush()
-                say(recorder.console_view())
+                changed_rows(recorder.console_view())
 
             supervise(hot_pages.starters(spark, config), config.operational,
                       seconds=args.seconds, report=say, on_status=status, status_lines=False,

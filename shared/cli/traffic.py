@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from datetime import datetime, timezone
 from typing import Any
 
@@ -13,8 +12,9 @@ from shared.config import Config
 
 def cmd_generate(config: Config, args: argparse.Namespace) -> int:
     import random
+    from dataclasses import replace
 
-    from shared.services.generator import ClickGenerator, TrafficSpec, hot_page_ids, send
+    from shared.services.generator import DEFAULT_HOT_PAGES, ClickGenerator, TrafficSpec, hot_page_ids, send
     from shared.kafka import ensure_topics, producer_for
     from shared.progress import Progress
 
@@ -23,13 +23,18 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
         config,
         rate=args.rate,
         pages=args.pages,
-        hot_pages=args.hot_pages,
+        hot_pages=args.hot_pages or 0,
         late_fraction=args.late_fraction,
         duplicate_fraction=args.duplicate_fraction,
         malformed_fraction=args.malformed_fraction,
         seed=seed,
         start_time=args.start_time,
     )
+    if args.hot_pages is None:
+        spec = replace(spec, hot_pages=min(DEFAULT_HOT_PAGES, spec.hot_pages_carried))
+        if spec.hot_pages < DEFAULT_HOT_PAGES:
+            say(f"note: --rate {args.rate:g} carries {spec.hot_pages} hot pages over the threshold "
+                f"{config.hot_pages.threshold}, not {DEFAULT_HOT_PAGES}: raise --rate or lower hot_pages.threshold")
     generator = ClickGenerator(spec)
     threshold = config.hot_pages.threshold
     if generator.busiest_ordinary_page_per_window > threshold:
@@ -45,7 +50,7 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
     say(
         f"generating {count} records to {topic} "
         + (f"at {args.rate:g}/s" if paced else "as fast as possible")
-        + f" (seed {seed}, {args.hot_pages} hot pages, {args.pages} pages)"
+        + f" (seed {seed}, {spec.hot_pages} hot pages over {threshold} per window, {args.pages} pages)"
     )
     with Progress("generate", total=count, unit="records") as progress:
         sent = send(generator, producer, topic, count, paced=paced,
@@ -61,12 +66,24 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
         "cpu_share": round(sent.cpu_share, 3),
         "seed": seed,
         "first_event_time": datetime.fromtimestamp(generator.start_ms / 1000, timezone.utc).isoformat(),
-        "hot_pages": hot_page_ids(args.hot_pages),
+        "hot_pages": hot_page_ids(spec.hot_pages),
         "by_kind": dict(sorted(counts.by_kind.items())),
         "malformed_by_reason": dict(sorted(counts.malformed_by_reason.items())),
     }
-    print(json.dumps(summary, indent=2))
+    print_rows([summary], list(summary), args.format, document=summary, text=lambda: _sent_text(summary))
     return 0
+
+
+def _sent_text(summary: dict[str, Any]) -> str:
+    asked = f", {summary['target_rate']:,.0f}/s asked" if summary["target_rate"] else ""
+    kinds = ", ".join(f"{kind} {count:,}" for kind, count in summary["by_kind"].items())
+    return "\n".join([
+        f"sent       {summary['sent']:,} records to {summary['topic']} in {summary['seconds']:,.1f} s "
+        f"({summary['achieved_rate']:,.0f}/s achieved{asked})",
+        f"hot pages  {', '.join(summary['hot_pages']) or 'none'}",
+        f"by kind    {kinds}",
+        f"events     from {summary['first_event_time']} (seed {summary['seed']})",
+    ])
 
 
 def cmd_inspect(config: Config, args: argparse.Namespace) -> int:
@@ -99,10 +116,10 @@ def _profile_text(profile: dict[str, Any], topic: str, threshold: int) -> str:
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add this area's commands to `lakehouse`."""
     generate = commands.add_parser(
-        "generate", parents=[common], help="send synthetic clicks to the clicks topic",
+        "generate", parents=[common, output_options("one row: the summary")], help="send synthetic clicks to the clicks topic",
         description="Send synthetic page clicks: ordinary pages with long-tailed popularity, hot pages over "
         "the threshold in every full window, and late, duplicate and malformed records on request. "
-        "Prints a JSON summary of what was sent and the rate achieved.")
+        "Prints a summary of what was sent and the rate achieved.")
     amount = generate.add_mutually_exclusive_group()
     amount.add_argument("--seconds", type=positive(float), default=10.0, help="send for this long at --rate (default 10)")
     amount.add_argument("--events", type=positive(int), help="send exactly N records, as fast as possible unless --paced")
@@ -110,7 +127,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                           help="events per second of event time, and of wall time when paced (default 20000)")
     generate.add_argument("--paced", action="store_true", help="with --events: send at --rate instead of as fast as possible")
     generate.add_argument("--pages", type=positive(int), default=1000, help="ordinary pages (default 1000)")
-    generate.add_argument("--hot-pages", type=int, default=0, help="pages above the threshold in every full window (default 0)")
+    generate.add_argument("--hot-pages", type=int, help="pages above hot_pages.threshold in every full window "
+                          "(default 3, or as many as --rate carries)")
     generate.add_argument("--late-fraction", type=fraction, default=0.0,
                           help="share of events later than the fast path's watermark, within gold's (default 0)")
     generate.add_argument("--duplicate-fraction", type=fraction, default=0.0,

@@ -26,6 +26,11 @@ from shared.schema import MAX_PAGE_ID_LENGTH, InvalidReason
 #: Hot pages get this many times (threshold + 1) clicks per window, so that late, duplicate and
 #: malformed records taken out of them cannot pull a window back under the threshold.
 HOT_MARGIN = 1.5
+#: Hot pages may take at most this share of the traffic.
+MAX_HOT_SHARE = 0.8
+#: `lakehouse generate` without --hot-pages: this many, or as many as the rate carries, so that a
+#: first try raises alerts at the configured threshold.
+DEFAULT_HOT_PAGES = 3
 #: An ordinary page is capped at this share of the threshold per window.
 ORDINARY_CAP = 0.5
 _ZIPF_EXPONENT = 0.8
@@ -72,14 +77,18 @@ class TrafficSpec:
         special = self.late_fraction + self.duplicate_fraction + self.malformed_fraction
         if special > 0.5:
             raise LakehouseError(f"late, duplicate and malformed fractions add up to {special:g}; keep them at 0.5 or less")
-        hot_share = self.hot_rate_per_page * self.hot_pages / self.rate
-        if hot_share > 0.8:
-            needed = math.ceil(self.hot_rate_per_page * self.hot_pages / 0.8)
+        if self.hot_pages > self.hot_pages_carried:
+            needed = math.ceil(self.hot_rate_per_page * self.hot_pages / MAX_HOT_SHARE)
             raise LakehouseError(
                 f"--hot-pages {self.hot_pages} at threshold {self.threshold} per {self.window.total_seconds():g} s "
-                f"needs --rate {needed} or more (hot pages may take at most 80% of the traffic)"
+                f"needs --rate {needed} or more (hot pages may take at most {MAX_HOT_SHARE:.0%} of the traffic)"
             )
         return self
+
+    @property
+    def hot_pages_carried(self) -> int:
+        """The most hot pages this rate carries at this threshold."""
+        return math.floor(MAX_HOT_SHARE * self.rate / self.hot_rate_per_page + 1e-9)
 
     @property
     def hot_rate_per_page(self) -> float:

@@ -19,7 +19,7 @@ START = "2026-11-22T10:00:00Z"
 
 
 def generate(capsys, overrides, *args) -> dict:
-    code = main(["generate", *args, *(f"--set={o}" for o in overrides)])
+    code = main(["generate", "--format", "json", *args, *(f"--set={o}" for o in overrides)])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return json.loads(captured.out)

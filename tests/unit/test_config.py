@@ -7,6 +7,7 @@ import pytest
 
 from shared import PROJECT_ROOT
 from shared.config import load_config, render
+from shared.config_layers import apply_override, as_overrides, read_yaml
 from shared.storage import local_folder
 from shared.errors import ConfigError
 
@@ -179,3 +180,15 @@ def test_commands_that_use_no_credential_load_a_profile_without_them(monkeypatch
         load_config(PROJECT_ROOT / "conf" / "secured.yaml")
     config = load_config(PROJECT_ROOT / "conf" / "secured.yaml", secrets=False)  # `lakehouse kafka stop`
     assert config.kafka.security.sasl_username == "${KAFKA_SASL_USERNAME}"
+
+
+def test_a_layer_as_set_items_gives_the_same_config_as_the_file():
+    demo = PROJECT_ROOT / "conf" / "demo.yaml"
+    items = as_overrides(read_yaml(demo))
+    assert "kafka.topics.clicks=demo-page-clicks" in items
+    assert load_config(None, items) == load_config(demo)
+    nested = {"a": {"flag": True, "none": None, "list": [1, 2], "colon": "x: y", "duration": "30s"}}
+    rebuilt: dict = {}
+    for item in as_overrides(nested):
+        apply_override(rebuilt, item)
+    assert rebuilt == nested

@@ -89,6 +89,13 @@ def test_impossible_traffic_is_refused_with_the_rate_it_needs():
         ClickGenerator(spec(late_fraction=0.3, malformed_fraction=0.3))
 
 
+def test_the_hot_pages_a_rate_carries_are_the_most_that_generate_accepts():
+    # one hot page takes 1.5 x 501 clicks per 5 s = 150.3/s, and hot pages at most 80% of 2000/s = 1600/s
+    assert spec().hot_pages_carried == 10
+    ClickGenerator(spec(hot_pages=10))
+    assert spec(rate=150).hot_pages_carried == 0
+
+
 def test_late_events_from_config_are_beyond_the_fast_watermark_and_within_golds():
     from shared.config import load_config
 

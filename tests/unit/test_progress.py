@@ -10,7 +10,7 @@ import pytest
 
 from shared import query_progress, streaming
 from shared.errors import LakehouseError
-from shared.progress import ENV, Progress, echo, tracked
+from shared.progress import ENV, ChangedRows, Progress, echo, tracked
 from tests.conftest import make_config
 
 
@@ -248,3 +248,17 @@ def test_a_progress_report_is_read_once_into_the_fields_every_reader_uses():
     assert (summary.lag, summary.max_offsets_behind, summary.backlog) == (20.0, 20, 110)
     assert summary.ended_at.isoformat() == "2026-11-22T10:00:02.500000+00:00"
     assert query_progress.records_behind(summary, {("clicks", 0): 150, ("other", 0): 9}, "clicks") == 50
+
+
+def test_a_status_row_prints_when_it_says_something_new_and_its_clocks_do_not_count():
+    printed: list[str] = []
+    rows = ChangedRows(printed.append)
+    rows("  bronze_clicks   batch 3  lag 0\n  silver_clicks   batch 2  lag 0")
+    rows("  bronze_clicks   batch 3  lag 0\n  silver_clicks   batch 3  lag 0")
+    rows("[hot_pages] real-time, running: lag 0, last alert 1.5 s ago")
+    rows("[hot_pages] real-time, running: lag 0, last alert 11.5 s ago")
+    rows("[hot_pages] real-time, running: lag 12, last alert 12.0 s ago")
+    assert printed == ["  bronze_clicks   batch 3  lag 0", "  silver_clicks   batch 2  lag 0",
+                       "  silver_clicks   batch 3  lag 0",
+                       "[hot_pages] real-time, running: lag 0, last alert 1.5 s ago",
+                       "[hot_pages] real-time, running: lag 12, last alert 12.0 s ago"]

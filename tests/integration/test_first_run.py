@@ -1,0 +1,153 @@
+"""README's "Your first run, step by step", run as written: every command of its code blocks in order,
+in a shell's words, with `lakehouse` from the virtualenv and the configuration a user would have
+(the embedded default), moved to ports and folders of this test's own through $LAKEHOUSE_CONFIG.
+
+The walk starts and stops a broker of its own: `kafka start` and `kafka stop` are steps of it. Its
+long-running steps (`run`, `alerts --follow`) run in process groups of their own and end with Ctrl-C
+(SIGINT to the group), as in a terminal. What the walk promises is checked against the traffic that
+`generate` reports it sent: the hot pages it made are the pages alerted, the top pages, and the
+pages with a hot window in every full window of the traffic.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+import yaml
+
+from shared import PROJECT_ROOT
+from tests.conftest import free_port
+from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
+
+pytestmark = pytest.mark.integration
+
+SECTION = "## Your first run, step by step"
+WINDOW_S = 5
+
+
+def walk() -> list[list[str]]:
+    """The commands of the section's code blocks, in order, split as a shell splits them."""
+    text = (PROJECT_ROOT / "README.md").read_text()
+    section = text[text.index(SECTION):]
+    section = section[:section.index("\n## ", len(SECTION))]
+    lines = "".join(re.findall(r"```bash\n(.*?)```", section, re.S)).splitlines()
+    return [words for words in (shlex.split(line, comments=True) for line in lines) if words]
+
+
+def table_rows(text: str) -> list[dict[str, str]]:
+    """The rows of a command's table (a header, a rule of dashes, then one line per row)."""
+    header, _, *lines = text.strip().splitlines()
+    return [dict(zip(header.split(), line.split())) for line in lines]
+
+
+class Running:
+    """A long-running step in its own process group, its output collected as it comes."""
+
+    def __init__(self, words: list[str], env: dict[str, str]):
+        self.process = subprocess.Popen(words, env=env, cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE, text=True, start_new_session=True)
+        self.stdout: list[str] = []
+        self.stderr: list[str] = []
+        self._readers = [threading.Thread(target=self._read, args=(pipe, lines), daemon=True)
+                         for pipe, lines in ((self.process.stdout, self.stdout), (self.process.stderr, self.stderr))]
+        for reader in self._readers:
+            reader.start()
+
+    @staticmethod
+    def _read(pipe, lines: list[str]) -> None:
+        for line in pipe:
+            lines.append(line.rstrip("\n"))
+
+    def ctrl_c(self, timeout_s: float) -> int:
+        """SIGINT to the whole group, as a terminal's Ctrl-C; the exit code once it has ended."""
+        os.killpg(self.process.pid, signal.SIGINT)
+        code = self.process.wait(timeout=timeout_s)
+        for reader in self._readers:
+            reader.join(timeout=10)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def output(self) -> str:
+        return "\n".join(self.stdout + self.stderr)
+
+
+def test_the_readmes_first_run_works_as_written(tmp_path):
+    steps = walk()
+    assert steps[0] == ["source", ".venv/bin/activate"] and all(words[0] == "lakehouse" for words in steps[1:])
+    profile = tmp_path / "mine.yaml"
+    profile.write_text(yaml.safe_dump({
+        "kafka": {"bootstrap_servers": f"127.0.0.1:{free_port()}"},
+        "broker": {"run_dir": str(tmp_path / "broker")},
+        "storage": {"root": str(tmp_path / "lake")},
+        "metrics": {"operational_port": free_port(), "analytical_port": free_port()},
+        "spark": {"ui_enabled": False},
+    }))
+    env = {**os.environ, "LAKEHOUSE_CONFIG": str(profile), "LAKEHOUSE_PROGRESS": "plain",
+           "PATH": f"{Path(LAKEHOUSE).parent}{os.pathsep}{os.environ['PATH']}"}
+    background: dict[str, Running] = {}
+    outputs: list[str] = []
+    sent: dict = {}
+
+    def alerted_pages() -> set[str]:
+        # `alerts --follow` prints `windowStart  pageId  clickCount` per alert record
+        return {line.split()[1] for line in background["alerts"].stdout if len(line.split()) == 3}
+
+    def finish(words: list[str], timeout_s: float = 300) -> str:
+        done = subprocess.run(words, env=env, cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=timeout_s)
+        assert done.returncode == 0, f"{shlex.join(words)} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        outputs.append(done.stdout + done.stderr)
+        return done.stdout
+
+    try:
+        for words in steps[1:]:
+            command = words[1:3] if words[1] == "kafka" else words[1:2]
+            if command == ["run"]:
+                background["run"] = Running(words, env)
+                wait_for(lambda: any("[hot_pages] started" in line for line in background["run"].stderr), 240,
+                         "`run` to say [hot_pages] started", every_s=0.5)
+            elif command == ["alerts"]:
+                assert "--follow" in words
+                background["alerts"] = Running(words, env)
+            elif command == ["generate"]:
+                said = dict(line.split(None, 1) for line in finish(words).replace("hot pages", "hot_pages").splitlines())
+                sent = {"hot_pages": said["hot_pages"].split(", "),
+                        "seconds": float(words[words.index("--seconds") + 1])}
+                assert said["hot_pages"] != "none", "generate's defaults make hot pages"
+                wait_for(lambda: alerted_pages() >= set(sent["hot_pages"]), 120,
+                         f"an alert for each hot page {sent['hot_pages']}", every_s=0.5)
+                for name in ("alerts", "run"):  # "Stop `run` and `alerts` with Ctrl-C"
+                    assert background[name].ctrl_c(timeout_s=120) == 0, background[name].output()[-3000:]
+                    outputs.append(background[name].output())
+                assert alerted_pages() == set(sent["hot_pages"]), "only the hot pages alert"
+            elif command == ["query"]:
+                top = [row["pageId"] for row in table_rows(finish(words))]
+                assert set(top[:len(sent["hot_pages"])]) == set(sent["hot_pages"]), top
+            elif command == ["sql"]:
+                hot_windows = {row["pageId"]: int(row["hotWindows"]) for row in table_rows(finish(words))}
+                full_windows = int(sent["seconds"] // WINDOW_S)  # its event time starts on a window's start
+                assert hot_windows == {page: full_windows for page in sent["hot_pages"]}
+            elif command in (["kafka", "start"], ["analytical"], ["kafka", "stop"]):
+                finish(words)
+            else:
+                raise AssertionError(f"README's walk has a step this test does not know: {shlex.join(words)}")
+        assert sent and "run" in background, "the walk sends traffic while `run` runs"
+        status = subprocess.run([LAKEHOUSE, "kafka", "status"], env=env, capture_output=True, text=True, timeout=60)
+        assert status.returncode == 1, "`kafka stop` stopped the walk's broker"
+    finally:
+        for running in background.values():
+            running.kill()
+        subprocess.run([LAKEHOUSE, "kafka", "stop"], env=env, capture_output=True, timeout=120)
+    output = "\n".join(outputs)
+    assert "Traceback" not in output
+    assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
