@@ -10,16 +10,20 @@ stops what it started and says how to go on with what it made.
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from shared import PROJECT_ROOT
 from shared.config import Config, with_overrides
 from shared.config_layers import as_overrides, read_yaml
 from shared.errors import LakehouseError
-from shared.progress import ChangedRows
+from shared.progress import ENV as PROGRESS_MODE
+from shared.storage import local_folder
 from shared.processes import child_env
 
 #: The demo's topics and tables, apart from a user's own; any command reads them with this file.
@@ -30,8 +34,38 @@ def _say(message: str) -> None:
     print(message, flush=True)
 
 
-def _note(message: str) -> None:
-    print(f"   {message}", file=sys.stderr, flush=True)
+#: What the processes and steps say that the console shows besides the demo's story.
+WORTH_SHOWING = re.compile(r"\b(WARN|WARNING|ERROR|Traceback)\b|error:|\] failed \(")
+
+
+class DemoLog:
+    """The console tells the demo's story; everything its processes and steps say (query starts,
+    status rows, each layer's progress) goes to the demo's log, and only warnings and errors also
+    to the console."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = None
+
+    def note(self, message: str) -> None:
+        if self._file is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._file.write(message + "\n")
+        self._file.flush()
+        for line in message.splitlines():
+            if WORTH_SHOWING.search(line):
+                print(f"   {line}", file=sys.stderr, flush=True)
+
+
+def _on_the_way(seconds: float, config: Config, recorder, alerted_windows: int) -> str:
+    """A line of the run's story: what the topic holds, what the fast path alerted, where the medallion is."""
+    from shared.kafka import topic_offsets
+
+    clicks = sum(latest - earliest for earliest, latest in topic_offsets(config.kafka, config.kafka.topics.clicks).values())
+    batches = ", ".join(f"{row.queryName} {row.batchId}" for name, row in sorted(recorder.latest.items())
+                        if name != "hot_pages")
+    return f"   {seconds:3.0f} s: {clicks:>9,} clicks on the topic, {alerted_windows:>3} windows alerted; medallion batches: {batches}"
 
 
 def _fresh_topics(config: Config) -> None:
@@ -75,6 +109,10 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
     names = [hot_pages.STREAM.name]
     in_child = config.operational.mode == "real-time" and not real_time_available()
+    log = DemoLog((local_folder(config.storage.root) or PROJECT_ROOT / ".run") / "demo.log")
+    _note = log.note
+    if not sys.stderr.isatty():  # in a log the story lines are the progress; a terminal keeps its bars
+        os.environ.setdefault(PROGRESS_MODE, "off")
     broker = EmbeddedBroker(config, log=_note)
     was_running = broker.status().running
     # refuses a second demo on the same folder (a fast path in a child process holds its own lock)
@@ -96,10 +134,10 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                        "--malformed-fraction", "0.005", "--topic", config.kafka.topics.clicks,
                        f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
             traffic: list[subprocess.Popen] = []
+            traffic_started: list[float] = []
             finished_at: list[float] = []
             with recording(spark, config.path(*TABLE.split("/"))) as recorder, watching(spark, recorder):
                 next_view = time.monotonic()
-                changed_rows = ChangedRows(_say)
                 fast_path_started = threading.Event()
 
                 def relay_fast_path(line: str) -> None:
@@ -122,14 +160,18 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                 def status() -> None:
                     nonlocal next_view
                     if not traffic and all_up():
-                        _note("every query runs: the traffic starts")
+                        _say("   every query runs: the traffic starts")
+                        traffic_started.append(time.monotonic())
                         traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                                         text=True, env=child_env()))
                     if traffic and not finished_at and traffic[0].poll() is not None:
                         finished_at.append(time.monotonic())
                     if time.monotonic() >= next_view:
                         recorder.flush()
-                        changed_rows(recorder.console_view())
+                        _note(recorder.console_view())
+                        if traffic_started and not finished_at:
+                            alerted = len(latest_alerts(config.kafka, config.kafka.topics.alerts).latest)
+                            _say(_on_the_way(time.monotonic() - traffic_started[0], config, recorder, alerted))
                         next_view = time.monotonic() + 10
 
                 def done() -> bool:
@@ -183,10 +225,12 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
             if not was_running:
                 _say("\n== 8. clean stop")
                 broker.stop()
+                _say("   the broker is stopped")
     profile = DEMO_PROFILE.relative_to(PROJECT_ROOT)
     _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s. What it made stays for you to explore:")
     _say(f"   tables:     {config.storage.root} (bronze, silver, gold, ops/stream_progress)")
     _say(f"   Data Docs:  {docs}")
+    _say(f"   its log:    {log.path}")
     _say(f"   ask it:     lakehouse query hot-windows --config {profile}")
     _say(f"               lakehouse sql --config {profile} \"SELECT reason, count(*) FROM silver.quarantine GROUP BY reason\"")
     _say(f"   alerts:     lakehouse kafka start && lakehouse alerts --config {profile}   (the broker keeps its topics)")
