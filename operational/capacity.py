@@ -1,6 +1,6 @@
 """`lakehouse bench capacity`: the highest delivered rate whose time-to-alert p99 meets an SLA.
 
-Each rate is one measured run of `operational.benchmarks` (a fresh process, topics and checkpoint,
+Each rate is one measured run of `operational.measured_run` (a fresh process, topics and checkpoint,
 a warm-up, then time-to-alert); this module only chooses the rates and the load's shape.
 """
 
@@ -9,7 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from operational.benchmarks import latency_figures, measured_run, say_progress, summary_line
+from operational.benchmarks import latency_figures, say_progress, summary_line
+from operational.measured_run import measured_run
 from shared.config import Config
 
 

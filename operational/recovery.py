@@ -27,7 +27,8 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from operational.benchmarks import PROFILES, _profile_config, delivery, say_progress, wait_until
+from operational.measured_run import PROFILES, delivery, profile_config, wait_until
+from shared.progress import echo as say_progress
 from shared.config import Config, with_overrides
 from shared.errors import LakehouseError
 from shared.processes import PathProcess, child_env
@@ -48,7 +49,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
 
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     clicks, alerts = f"recovery-{run_id}-clicks", f"recovery-{run_id}-alerts"
-    base = _profile_config(profile, settings)
+    base = profile_config(profile, settings)
     per_run = [f"kafka.topics.clicks={clicks}", f"kafka.topics.alerts={alerts}",
                f"storage.root={base.path('bench', run_id)}", "operational.starting_offsets=earliest"]
     config = with_overrides(base, per_run)

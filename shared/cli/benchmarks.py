@@ -12,7 +12,7 @@ from shared.errors import LakehouseError
 
 
 def _profiles(configs: str) -> list[str]:
-    from operational.benchmarks import PROFILES
+    from operational.measured_run import PROFILES
 
     profiles = [name.strip() for name in configs.split(",") if name.strip()]
     unknown = sorted(set(profiles) - set(PROFILES))

@@ -1,8 +1,8 @@
 """`lakehouse demo`: the whole story, end to end, on the embedded default.
 
 Starts the embedded broker (unless one runs) and runs both paths side by side (`lakehouse run`) on
-its own topics and tables (conf/demo.yaml) while `lakehouse generate` sends shop traffic with three hot pages (and a little
-late, duplicate and malformed data). Then a backfill catches the medallion up, and the demo shows
+its own topics and tables (conf/demo.yaml) while `lakehouse generate` sends shop traffic with
+three hot pages (and a little late, duplicate and malformed data). Then a backfill catches the medallion up, and the demo shows
 the alerts with their time-to-alert, a trend query, the expectations and the reconciliation. It
 stops what it started and says how to go on with what it made.
 """
@@ -48,7 +48,7 @@ class DemoLog:
         self._file = None
 
     def note(self, message: str) -> None:
-        if self._file is None:
+        if self._file is None or not self.path.exists():  # the demo empties its folder as it starts
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._file = open(self.path, "a", encoding="utf-8")
         self._file.write(message + "\n")
@@ -60,11 +60,12 @@ class DemoLog:
 
 def _on_the_way(seconds: float, config: Config, recorder, alerted_windows: int) -> str:
     """A line of the run's story: what the topic holds, what the fast path alerted, where the medallion is."""
+    from analytical.registry import STREAMS
     from shared.kafka import topic_offsets
 
     clicks = sum(latest - earliest for earliest, latest in topic_offsets(config.kafka, config.kafka.topics.clicks).values())
-    batches = ", ".join(f"{row.queryName} {row.batchId}" for name, row in sorted(recorder.latest.items())
-                        if name != "hot_pages")
+    batches = ", ".join(f"{stream.name} {recorder.latest[stream.name].batchId}" for stream in STREAMS
+                        if stream.name in recorder.latest)
     return f"   {seconds:3.0f} s: {clicks:>9,} clicks on the topic, {alerted_windows:>3} windows alerted; medallion batches: {batches}"
 
 
@@ -129,8 +130,8 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                  "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
             locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
-            command = [sys.executable, "-m", "shared.cli", "generate", "--format", "json", "--seconds", str(seconds), "--rate", str(rate),
-                       "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
+            command = [sys.executable, "-m", "shared.cli", "generate", "--format", "json", "--seconds", str(seconds),
+                       "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
                        "--malformed-fraction", "0.005", "--topic", config.kafka.topics.clicks,
                        f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
             traffic: list[subprocess.Popen] = []

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from operational.benchmarks import delivery, latency_figures
+from operational.benchmarks import latency_figures
+from operational.measured_run import delivery
 from operational.capacity import load_shape, search_rates
 from tests.conftest import make_config
 
