@@ -68,7 +68,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     from shared.kafka import consumer_for, ensure_topics
     from shared.spark import spark_session
     from shared.query_progress import ProgressSummary, batch_boundaries, records_behind
-    from shared.streaming import stop_between_batches
+    from shared.streaming import BATCH_END_WAIT_S, stop_between_batches
 
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"
@@ -160,14 +160,12 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         wait_until(caught_up, drain_timeout_s, "the fast path to catch up", query)
         drain_s = time.monotonic() - drain_started
         collect()
-    for stream in medallion:
-        stream.stop()
+    # Stopped between micro-batches, where Spark has nothing to abort and log at ERROR; a real-time
+    # query is always mid-batch, and is stopped at once with Spark's logs held quiet.
+    stop_between_batches(medallion)
     if separate is not None:
         separate.stop()
-    if config.operational.mode == "real-time":
-        stop_between_batches([query], wait_s=0)  # always mid-batch: stopped with Spark's logs held quiet
-    else:
-        query.stop()
+    stop_between_batches([query], 0 if config.operational.mode == "real-time" else BATCH_END_WAIT_S)
     offsets.close()
     scraping.close()
 
