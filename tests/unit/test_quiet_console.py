@@ -15,6 +15,7 @@ SILENCED = {
         "[queryId = 8110b] [batchId = 10] Lost task 0.0 in stage 31.0 (TID 42) (localhost executor driver): "
         "TaskKilled (Job 12 cancelled Query hot_pages [id = 8110b9ea-c222-4383-9ba9-565d344c8ea3, "
         "runId = 4d0b1f8f-ee0c-4728-adab-33dff1140c8c] was stopped SQLSTATE: XXKDA)",
+    "org.apache.hadoop.util.Shell": "Interrupted while joining on: Thread[Thread-123,5,main]",
     "org.apache.spark.scheduler.DAGScheduler":
         "Failed to cancel job group 4d0b1f8f-ee0c-4728-adab-33dff1140c8c. Cannot find active jobs for it.",
     "org.apache.spark.sql.execution.CacheManager": "Asked to cache already cached data.",
@@ -28,6 +29,7 @@ SHOWN = {
     "org.apache.spark.scheduler.TaskSetManager":
         "Lost task 0.0 in stage 31.0 (TID 42) (localhost executor driver): java.lang.OutOfMemoryError: Java heap space",
     "org.apache.spark.sql.execution.CacheManager": "Cache of table silver.clicks failed",
+    "org.apache.hadoop.util.Shell": "Did not find winutils.exe",
 }
 
 
