@@ -37,12 +37,15 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 from shared.errors import LakehouseError, MissingDependencyError
 from shared.runtime import FAST_PATH, MEDALLION, command_in
+from shared.streaming import BATCH_COMMIT_S, StopRequest
 
 PARENT_ENV = "LAKEHOUSE_PARENT_PID"
 _PR_SET_PDEATHSIG = 1
@@ -50,8 +53,10 @@ _PR_SET_PDEATHSIG = 1
 
 def child_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
     """The environment for a `lakehouse` child process (`python -m shared.cli ...` or a benchmark's
-    child) that must die with this one: `env` (default: this process's) naming this process."""
-    return {**(os.environ if env is None else env), PARENT_ENV: str(os.getpid())}
+    child) that must die with this one: `env` (default: this process's) naming this process. Without
+    SPARK_HOME: a child may run the other runtime, and each runtime's Spark is its own (shared.spark)."""
+    inherited = {key: value for key, value in (os.environ if env is None else env).items() if key != "SPARK_HOME"}
+    return {**inherited, PARENT_ENV: str(os.getpid())}
 
 
 def die_with_parent() -> None:
@@ -92,6 +97,8 @@ class PathProcess:
     """
 
     describe = "the child process"
+    #: How long a clean stop may take before it is killed.
+    stop_within_s = 120.0
 
     def __init__(self, command: Sequence[str], relay: Callable[[str], None],
                  on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
@@ -105,6 +112,7 @@ class PathProcess:
             env=child_env(),  # killed with its parent, so a kill -9 of `run` leaves no checkpoint held
         )
         self.last_error: str | None = None
+        self._stop_requested = False
         self.streams_with_progress: set[str] = set()
         self._relay = relay
         self._on_progress = on_progress
@@ -133,8 +141,9 @@ class PathProcess:
 
     @property
     def failed(self) -> str | None:
-        """Its error when it ended with one (it prints `error: ...` last)."""
-        if self._process.poll() in (None, 0):
+        """Its error when it ended with one (it prints `error: ...` last). Stopped while it was still
+        starting, before it took SIGTERM as a clean stop, it ends by the signal: not a failure."""
+        if self._process.poll() in (None, 0) or (self._stop_requested and self._process.poll() == -signal.SIGTERM):
             return None
         self._join()
         return self.last_error or f"{self.describe} exited with {self._process.returncode}"
@@ -144,15 +153,32 @@ class PathProcess:
         self._process.kill()
         self._process.wait()
 
-    def stop(self, timeout_s: float = 120) -> None:
-        """SIGTERM: it stops its queries cleanly; SIGKILL only if it hangs."""
+    def stop(self) -> None:
+        """SIGTERM: it stops its queries cleanly; SIGKILL only if it hangs (`stop_within_s`)."""
+        self.request_stop()
+        self.await_end(threading.Event())
+
+    def request_stop(self) -> None:
+        """SIGTERM, as Ctrl-C: the first stops it cleanly, a second one tells it to stop now."""
         if self._process.poll() is None:
+            self._stop_requested = True
             self._process.terminate()
+
+    def await_end(self, hurry: threading.Event) -> None:
+        """Wait for it to end after `request_stop`, at most `stop_within_s`; when `hurry` is set meanwhile
+        (a second Ctrl-C to this process), ask again once, which stops it now."""
+        deadline, hurried = time.monotonic() + self.stop_within_s, False
+        while self._process.poll() is None and time.monotonic() < deadline:
+            if hurry.is_set() and not hurried:
+                self.request_stop()
+                hurried = True
             try:
-                self._process.wait(timeout=timeout_s)
+                self._process.wait(timeout=0.25)
             except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait()
+                pass
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
         self._join()
 
     def _join(self) -> None:
@@ -167,8 +193,11 @@ def stopped_at_the_end(children: Sequence[PathProcess]) -> Iterator[Sequence[Pat
     try:
         yield children
     finally:
-        for child in children:
-            child.stop()
+        with StopRequest() as again:  # a Ctrl-C while they stop is passed on: they stop now
+            for child in children:  # all at once: each may wait for its running batch to end
+                child.request_stop()
+            for child in children:
+                child.await_end(again.event)
     for child in children:
         if child.failed:
             raise LakehouseError(child.failed)
@@ -193,7 +222,9 @@ class FastPathProcess(PathProcess):
 
     describe = "the fast path's process"
 
-    def __init__(self, config_args: Sequence[str], relay: Callable[[str], None],
+    def __init__(self, config_args: Sequence[str], checkpoint_interval: timedelta, relay: Callable[[str], None],
                  on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
         super().__init__(command_in(FAST_PATH, "shared.cli", "operational", "--progress-json", *config_args),
                          relay, on_progress)
+        # a clean stop lets its running real-time batch end and commit (shared.streaming.end_with_running_batch)
+        self.stop_within_s = checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s

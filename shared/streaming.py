@@ -83,10 +83,12 @@ class Stream:
 
 
 class StopRequest:
-    """SIGINT / SIGTERM set a flag instead of raising, so the query can be stopped cleanly."""
+    """SIGINT / SIGTERM set a flag instead of raising, so the query can be stopped cleanly; a second
+    one sets `again`: stop now, without waiting for the running batch (`end_with_running_batch`)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.again = threading.Event()
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> "StopRequest":
@@ -95,7 +97,7 @@ class StopRequest:
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        self.event.set()
+        (self.again if self.event.is_set() else self.event).set()
 
     def __exit__(self, *exc: Any) -> None:
         for signum, handler in self._previous.items():
@@ -112,7 +114,7 @@ def supervise(
     status_lines: bool = True,
     until: Callable[[], bool] | None = None,
     on_tick: Callable[[dict[str, RunningTotals]], None] | None = None,
-    batch_end_wait_s: float | None = None,
+    real_time_batch: timedelta | None = None,
 ) -> dict[str, RunningTotals]:
     """Run the queries `starters` start (name -> start function) side by side.
 
@@ -126,8 +128,9 @@ def supervise(
     `on_status` (the progress recorder's flush and console view), and once more at the end.
     `until`: stop as soon as it returns True (checked at each status interval).
     `on_tick`: called with the totals every TICK_S, for a live view finer than the status lines.
-    `batch_end_wait_s`: how long a stop waits for the queries to be between batches (default
-    BATCH_END_WAIT_S; 0 for a real-time query, which is always in a batch).
+    `real_time_batch`: the queries run in real-time mode with this checkpoint interval: a stop lets
+    the running batch end and commit (`end_with_running_batch`), so a restart replays nothing; a
+    micro-batch query is stopped between batches (`stop_between_batches`).
     """
     totals = {name: RunningTotals() for name in starters}
     changed_rows = ChangedRows(report)
@@ -182,8 +185,10 @@ def supervise(
                     next_status = time.monotonic() + settings.status_interval_s
                 stop.event.wait(0.25)
         finally:
-            stop_between_batches(list(running.values()),
-                                 BATCH_END_WAIT_S if batch_end_wait_s is None else batch_end_wait_s)
+            if real_time_batch is None:
+                stop_between_batches(list(running.values()))
+            else:
+                end_with_running_batch(running, real_time_batch.total_seconds() + BATCH_COMMIT_S, report, stop.again)
             for name, query in running.items():
                 totals[name].add(query.recentProgress)
             if on_status is not None:
@@ -228,9 +233,6 @@ def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -
     data keeps coming: after `wait_s` the ones left are stopped where they are."""
     deadline = time.monotonic() + wait_s
     waiting = [query for query in queries if query.isActive]
-    if wait_s == 0 and waiting:
-        _stop_mid_batch(waiting)
-        return
     while waiting and time.monotonic() < deadline:
         for query in list(waiting):
             if not query.isActive or not query.status.get("isTriggerActive"):
@@ -241,10 +243,62 @@ def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -
         query.stop()
 
 
-def _stop_mid_batch(queries: list[Any]) -> None:
-    """Stop real-time queries, which are always inside a batch: Spark cancels their long-running tasks
-    and logs each cancelled writer and shuffle connection at ERROR with a stack trace, although the
-    batch just runs again from the checkpoint at the next start. Those lines are silenced meanwhile."""
+#: How long a real-time batch may take to commit once its checkpoint interval is over (its state's
+#: eviction scan and commit), on top of the interval, before a stop stops it where it is.
+BATCH_COMMIT_S = 60.0
+
+
+def end_with_running_batch(queries: Mapping[str, Any], wait_s: float, report: Callable[[str], None],
+                           hurry: threading.Event) -> None:
+    """Stop real-time queries at the end of the batch each is running: within `wait_s`, or at once
+    when `hurry` is set (a second Ctrl-C).
+
+    A real-time query is always inside a batch, and `StreamingQuery.stop()` cancels it: nothing is
+    lost, but the next start reads the batch's clicks again and re-sends the alert records consumers
+    have already seen. Spark's stop marks the query terminated, then cancels its jobs; marking it
+    alone (`_finish_running_batch`) lets the running batch end at its checkpoint interval and commit,
+    after which the query's loop sees it is no longer active and ends before starting another batch.
+    """
+    ending = {name: query for name, query in queries.items() if query.isActive and _finish_running_batch(query)}
+    if ending:
+        report(f"[{', '.join(ending)}] stopping at the end of the running batch (within {wait_s:g} s), so that "
+               "a restart replays nothing; stop again to stop now (a restart then runs that batch again)")
+    deadline = time.monotonic() + wait_s
+    while ending and not hurry.is_set() and time.monotonic() < deadline:
+        for name, query in list(ending.items()):
+            try:
+                if query.awaitTermination(0.25):
+                    del ending[name]
+                    report(f"[{name}] its last batch committed: stopped")
+            except Exception as error:  # the batch failed as it ended: the restart runs it again
+                del ending[name]
+                report(f"[{name}] its last batch failed ({_first_line(error)}): a restart runs it again")
+    if ending:
+        report(f"[{', '.join(ending)}] stopping now: a restart runs the running batch again")
+    stop_now([query for query in queries.values() if query.isActive or query in ending.values()])
+
+
+def _finish_running_batch(query: Any) -> bool:
+    """Mark a query terminated without cancelling its running batch, as Spark's own stop does first
+    (there is no public call for it); False when this Spark does not let it be done."""
+    try:
+        state = query._jsq.streamingQuery().state()
+        package = state.get().getClass().getPackage().getName()  # the stream's lifecycle states' package
+        from pyspark import SparkContext
+
+        lang = SparkContext._active_spark_context._jvm.java.lang
+        state.set(lang.Class.forName(f"{package}.TERMINATED$").getField("MODULE$").get(None))
+        return True
+    except Exception:  # another Spark's internals: the query is stopped where it is instead
+        return False
+
+
+def stop_now(queries: list[Any]) -> None:
+    """Stop real-time queries where they are: Spark cancels their long-running tasks and logs each
+    cancelled writer and shuffle connection at ERROR with a stack trace, although the batch just runs
+    again from the checkpoint at the next start. Those lines are silenced meanwhile."""
+    if not queries:
+        return
     from pyspark import SparkContext
 
     context = SparkContext._active_spark_context

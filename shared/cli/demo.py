@@ -150,7 +150,8 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
                 children = [MedallionProcess(medallion_args, config.analytical.niceness, relay=_note,
                                              on_progress=recorder.show)]
                 if in_child:
-                    children.append(FastPathProcess(medallion_args, relay=relay_fast_path,
+                    children.append(FastPathProcess(medallion_args, config.operational.real_time.checkpoint_interval,
+                                                    relay=relay_fast_path,
                                                     on_progress=recorder.record))
 
                 def all_up() -> bool:

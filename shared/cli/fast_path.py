@@ -42,7 +42,8 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
 
         totals = supervise(hot_pages.starters(spark, config), config.operational,
                            seconds=args.seconds, report=say, on_status=status,
-                           status_lines=not args.progress_json, batch_end_wait_s=0 if real_time else None)
+                           status_lines=not args.progress_json,
+                           real_time_batch=config.operational.real_time.checkpoint_interval if real_time else None)
     done = totals[name]
     say(f"[{name}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
             f"{done.dropped_by_watermark:,} dropped as too late")
@@ -55,7 +56,8 @@ def _operational_in_its_runtime(config: Config, args: argparse.Namespace) -> int
     from shared.processes import FastPathProcess
 
     recording_children(config, args, lambda recorder: [
-        FastPathProcess(passthrough(args), relay=say, on_progress=recorder.record)])
+        FastPathProcess(passthrough(args), config.operational.real_time.checkpoint_interval, relay=say,
+                        on_progress=recorder.record)])
     return 0
 
 

@@ -45,7 +45,8 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         say(f"both paths from {config.kafka.topics.clicks}: the fast path (real-time mode, its own runtime) alerting "
             f"to {config.kafka.topics.alerts}, the medallion under {config.storage.root} in a low-priority process")
         recording_children(config, args, lambda recorder: [
-            FastPathProcess(passthrough(args), relay=say, on_progress=recorder.record),
+            FastPathProcess(passthrough(args), config.operational.real_time.checkpoint_interval, relay=say,
+                            on_progress=recorder.record),
             MedallionProcess(passthrough(args), config.analytical.niceness, relay=say, on_progress=recorder.show)])
         say("stopped; `lakehouse status` summarises the recorded progress")
         return 0

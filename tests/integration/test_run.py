@@ -4,7 +4,10 @@ one console view and one progress table for both, one writer per checkpoint."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
+import subprocess
 from datetime import datetime, timezone
 
 import pytest
@@ -16,7 +19,7 @@ from shared.kafka import ensure_topics
 from shared.monitoring import SUMMARY_SQL, TABLE as PROGRESS
 from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import ahead_of_the_clock, run_lakehouse, send, unwanted_warnings
+from tests.helpers import LAKEHOUSE, ahead_of_the_clock, run_lakehouse, send, unwanted_warnings, wait_for
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
 
@@ -123,3 +126,45 @@ def test_the_demo_stops_at_once_with_a_clear_message_when_its_broker_cannot_star
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: port {port} on 127.0.0.1 is in use")
     assert "Traceback" not in result.stderr
     assert not EmbeddedBroker(make_config(*settings), log=lambda message: None).status().running, "nothing left running"
+
+
+def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restart_resends_no_alert(
+        config, config_overrides, tmp_path):
+    from collections import Counter
+
+    from tests.faults.traffic import Traffic, read_topic
+
+    options = settings(config_overrides, "operational.mode=real-time",
+                       "operational.real_time.checkpoint_interval=10 seconds", "hot_pages.threshold=10")
+    ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    traffic = Traffic(config.kafka, config.kafka.topics.clicks, rate=200, hot_rate=20, seed=29)  # 100 hot clicks a window
+    traffic.start()
+
+    def alerted_windows() -> int:
+        return len(alerted(config)) if read_topic(config.kafka, config.kafka.topics.alerts) else 0
+
+    try:
+        for run in range(2):  # run, Ctrl-C under traffic, and again: the restart resumes where the stop ended
+            enough = alerted_windows() + 2
+            log = tmp_path / f"run-{run}.log"
+            with open(log, "w") as stderr:
+                running = subprocess.Popen([LAKEHOUSE, "run", *options], stdout=subprocess.DEVNULL, stderr=stderr,
+                                           start_new_session=True)
+                try:
+                    wait_for(lambda: alerted_windows() >= enough, 180, f"{enough} alerted windows", every_s=1)
+                    os.killpg(running.pid, signal.SIGINT)  # a terminal's Ctrl-C
+                    assert running.wait(timeout=10 + 60 + 60) == 0, log.read_text()[-3000:]
+                finally:
+                    if running.poll() is None:
+                        os.killpg(running.pid, signal.SIGKILL)
+    finally:
+        traffic.stop()
+
+    records = [json.loads(value) for _, _, value, _ in read_topic(config.kafka, config.kafka.topics.alerts)]
+    sent = Counter((record["alertId"], record["clickCount"]) for record in records)
+    assert len(sent) >= 4 * 3, "the hot page's windows, each with records at its crossing and doublings"
+    assert [key for key, times in sent.items() if times > 1] == [], "an alert record sent again after the restart"
+    for log in sorted(tmp_path.glob("run-*.log")):
+        output = log.read_text()
+        assert "stopping at the end of the running batch" in output and "its last batch committed" in output, output
+        assert "Traceback" not in output and not unwanted_warnings(output)
