@@ -1,12 +1,16 @@
 """`lakehouse reconcile`: the alerts on `hot-pages` against gold, every difference with its cause.
 
 Per (pageId, windowStart) the highest alerted clickCount is compared with gold/page_clicks_5s.
-Only windows that are closed in both paths are compared; the others are pending:
+Only windows that are closed in both paths are compared; the others are pending, each with what it
+waits for (`pendingWindows`):
 
-  - closed in the fast path: the window ends at or before the watermark of the hot-pages
-    stream's last committed micro-batch, so no later record can change its count there;
+  - closed in the fast path: the window ends at or before the watermark its next batch drops late
+    clicks with (the last committed batch's), so no later record can change its count there; or the
+    fast path is stopped and its last batch read every click on the topic (after a clean stop), so
+    it has counted everything there is;
   - closed in gold: the window ends at least `hot_pages.watermark` before the newest event time
-    in the version of silver that the gold stream has read (from its checkpoint).
+    in the version of silver that the gold stream has read (from its checkpoint); or the medallion
+    is stopped and bronze, silver and gold have each read everything before them.
 
 For each window, the fast path's count is derived again from the data, record by record: every
 valid record of bronze is placed in the hot-pages micro-batch that read its Kafka offset (the
@@ -17,7 +21,9 @@ fast path counts each window's distinct eventIds), so a copy stamped with anothe
 than its first copy counts there too. Gold's side is silver: the events gold counts.
 
 In real-time mode a window's highest alert record carries the largest doubling of the crossing count
-that the window reached (`shared.rule.alerted_count`), so that is what each count is compared as.
+that the window reached (`shared.rule.alerted_count`), so that is what each count is compared as; and
+its watermark moves only at batch ends, so a batch counts every click after the watermark it started
+with, even one its own later clicks have put behind the watermark (no click is "maybe late" there).
 A window where the alert and gold disagree is explained when the derived count reproduces the
 alerted one (or, without an alert, stays at or under the threshold). Its cause is the category of
 record that accounts for most of the difference (CAUSES, in that order on a tie). A window the
@@ -29,7 +35,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -37,10 +43,11 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.tables import read_table
+from analytical.tables import is_delta_table, read_table, table_path
 from operational import hot_pages
 from operational.alerts_topic import AlertBook, latest_alerts
-from shared.checkpoints import CheckpointLog, read_checkpoint_log
+from shared.broker_readings import BrokerOffsets
+from shared.checkpoints import CheckpointLog, holder, read_checkpoint_log
 from shared.config import Config
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from shared.parsing import parse_clicks, valid_clicks
@@ -78,11 +85,12 @@ class FastPathHistory:
     closed_up_to_ms: int | None  # windows ending at or before this are final in the fast path
     batches: int
     first_batch: int | None
+    read_up_to: dict[int, int] = field(default_factory=dict)  # per partition, where its last committed batch read to
 
     @classmethod
     def from_log(cls, log: CheckpointLog | None, topic: str) -> "FastPathHistory":
         if log is None:
-            return cls([], None, 0, None)
+            return cls([], None, 0, None, {})
         ranges = []
         previous = None
         for batch in log.batches:
@@ -99,8 +107,9 @@ class FastPathHistory:
                                -1 if late_ms is None else late_ms, batch.watermark_ms))
             previous = batch
         last = log.last_committed
+        read_up_to = _kafka_offsets(last.end_offsets[0] if last and last.end_offsets else log.initial_offsets, topic)
         return cls(ranges, last.watermark_ms if last else None, len(log.batches),
-                   log.batches[0].batch_id if log.batches else None)
+                   log.batches[0].batch_id if log.batches else None, read_up_to)
 
 
 def _kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
@@ -125,21 +134,92 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
 
     events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, _horizon(config))
     newest_ms = silver.agg(F.unix_millis(F.max("eventTime"))).first()[0]
-    gold_closed_ms = None if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
-    closed_ms = min(history.closed_up_to_ms if history.closed_up_to_ms is not None else -1,
-                    gold_closed_ms if gold_closed_ms is not None else -1)
+    gold_closed_ms = -1 if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
+    fast_closed_ms = -1 if history.closed_up_to_ms is None else history.closed_up_to_ms
+    clicks_end = _topic_end(config)
+    open_paths = {"fast path": _fast_path_still_counting(config, history, clicks_end),
+                  "gold": _medallion_still_counting(spark, config, clicks_end)}
 
     with fast_path_model(spark, bronze, config, history, start, end) as records:
         windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
+        window_end = F.unix_millis("windowEnd")
         rows = (
             windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
             .transform(_in_range, start, end, column="windowStart")
-            .withColumn("closed", F.unix_millis("windowEnd") <= F.lit(closed_ms))
+            .withColumn("openInFastPath", F.lit(open_paths["fast path"] is not None) & (window_end > fast_closed_ms))
+            .withColumn("openInGold", F.lit(open_paths["gold"] is not None) & (window_end > gold_closed_ms))
+            .withColumn("closed", ~F.col("openInFastPath") & ~F.col("openInGold"))
             .withColumn("windowStartText", F.date_format("windowStart", _OUTPUT_TIME))
             .orderBy("windowStart", "pageId")
             .collect()
         )
-    return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms, reported_count(config))
+    closed_ms = min(fast_closed_ms, gold_closed_ms)
+    return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms, reported_count(config),
+                    open_paths)
+
+
+def _topic_end(config: Config) -> dict[int, int] | None:
+    """Per partition, the clicks topic's end offset now (None when the broker does not say)."""
+    offsets = BrokerOffsets(config.kafka)
+    try:
+        ends = offsets([config.kafka.topics.clicks])
+    finally:
+        offsets.close()
+    return None if ends is None else {partition: end for (_, partition), end in ends.items()}
+
+
+def _unread(read_up_to: dict[int, int], topic_end: dict[int, int]) -> int:
+    return sum(max(end - read_up_to.get(partition, 0), 0) for partition, end in topic_end.items())
+
+
+def _fast_path_still_counting(config: Config, history: FastPathHistory, clicks_end: dict[int, int] | None) -> str | None:
+    """Why the fast path may still change the count of a window its watermark has not closed; None
+    when it cannot: it is stopped and its last batch read every click on the topic."""
+    running = holder(config.storage.root, hot_pages.STREAM.name)
+    if running:
+        return (f"the fast path is running ({running}): a batch end after clicks past the window's end "
+                f"+ {config.hot_pages.watermark.total_seconds():g} s closes it")
+    if clicks_end is None:
+        return f"the end of {config.kafka.topics.clicks} could not be read from the broker"
+    unread = _unread(history.read_up_to, clicks_end)
+    if unread:
+        return (f"the fast path is stopped with {unread:,} clicks on {config.kafka.topics.clicks} unread: "
+                "start it (`lakehouse operational` or `lakehouse run`)")
+    return None
+
+
+def _medallion_still_counting(spark: SparkSession, config: Config, clicks_end: dict[int, int] | None) -> str | None:
+    """Why gold may still change the count of a window silver's newest event has not closed; None
+    when it cannot: the medallion is stopped and each of its streams read everything before it."""
+    from analytical.registry import STREAMS
+
+    running = next(filter(None, (holder(config.storage.root, stream.name) for stream in STREAMS)), None)
+    if running:
+        return (f"the medallion is running ({running}): clicks in silver past the window's end "
+                f"+ {config.hot_pages.watermark.total_seconds():g} s close it")
+    catch_up = "run `lakehouse analytical --available-now`"
+    bronze_log = read_checkpoint_log(spark, config.checkpoint(bronze_clicks.STREAM.name))
+    last = bronze_log.last_committed if bronze_log else None
+    read_up_to = _kafka_offsets(last.end_offsets[0] if last and last.end_offsets else None, config.kafka.topics.clicks)
+    if clicks_end is None:
+        return f"the end of {config.kafka.topics.clicks} could not be read from the broker"
+    unread = _unread(read_up_to, clicks_end)
+    if unread:
+        return f"bronze has not read {unread:,} clicks on {config.kafka.topics.clicks}: {catch_up}"
+    for stream, source in ((silver_clicks.STREAM, bronze_clicks.TABLE), (gold_page_clicks_5s.STREAM, silver_clicks.TABLE)):
+        newest = _newest_version(spark, table_path(config.storage.root, source))
+        read = _version_read_by(spark, config, stream.name)
+        if newest is not None and (read is None or read < newest):
+            return f"{stream.name} has not read {source} up to its version {newest}: {catch_up}"
+    return None
+
+
+def _newest_version(spark: SparkSession, path: str) -> int | None:
+    from delta.tables import DeltaTable
+
+    if not is_delta_table(spark, path):
+        return None
+    return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
 
 
 def reported_count(config: Config) -> Callable[[int], int | None]:
@@ -174,7 +254,12 @@ def _horizon(config: Config) -> Column:
 
 def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:
     """The last silver version the gold stream has fully read; None (the latest) without its checkpoint."""
-    log = read_checkpoint_log(spark, config.checkpoint(gold_page_clicks_5s.STREAM.name))
+    return _version_read_by(spark, config, gold_page_clicks_5s.STREAM.name)
+
+
+def _version_read_by(spark: SparkSession, config: Config, stream: str) -> int | None:
+    """The last version of its Delta source that a medallion stream has fully read (its checkpoint)."""
+    log = read_checkpoint_log(spark, config.checkpoint(stream))
     batch = log.last_committed if log else None
     offset = batch.end_offsets[0] if batch and batch.end_offsets else None
     if not isinstance(offset, dict) or "reservoirVersion" not in offset:
@@ -225,12 +310,15 @@ def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, hi
         "left",
     ).drop("bucket", "rangeBucket", "rangePartition", "rangeStart", "rangeEnd")
     micros = F.unix_micros("eventTime")
+    # In real-time mode the watermark moves only at batch ends: a batch counts every click after the
+    # watermark it started with, however far its own clicks move the event time on.
+    maybe_late = F.lit(False) if config.operational.mode == "real-time" else micros <= F.col("evictWm") * _MICROS
     return placed.withColumn(
         "fate",
         F.when(F.col("batchId").isNull(), "unprocessed")
         .when(F.col("lateWm") < 0, "unknown")
         .when(micros <= F.col("lateWm") * _MICROS, "late")
-        .when(micros <= F.col("evictWm") * _MICROS, "maybe_late")
+        .when(maybe_late, "maybe_late")
         .otherwise("counted"),
     )
 
@@ -318,12 +406,16 @@ def _window_ledger(records: DataFrame, events: DataFrame, gold: DataFrame, alert
 
 
 def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHistory, silver_version: int | None,
-             closed_ms: int, reported: Callable[[int], int | None] = lambda count: count) -> dict[str, Any]:
-    compared = matched = pending = outside_history = 0
-    mismatches = []
+             closed_ms: int, reported: Callable[[int], int | None] = lambda count: count,
+             open_paths: dict[str, str | None] | None = None) -> dict[str, Any]:
+    compared = matched = outside_history = 0
+    mismatches, pending = [], []
     for row in rows:
         if not row.closed:
-            pending += 1
+            waits = [path for path, still in (("fast path", row.openInFastPath), ("gold", row.openInGold)) if still]
+            pending.append({"pageId": row.pageId, "windowStart": row.windowStartText,
+                            "operationalCount": row.operationalCount, "goldCount": row.goldCount,
+                            "openIn": waits, "why": {path: (open_paths or {}).get(path) for path in waits}})
             continue
         if row.unknownCount or row.missing_unknown:
             outside_history += 1  # read in micro-batches whose log is purged: the data cannot tell
@@ -338,7 +430,8 @@ def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHisto
     return {
         "windowsCompared": compared,
         "matched": matched,
-        "pending": pending,
+        "pending": len(pending),
+        "pendingWindows": pending,
         "mismatches": mismatches,
         "byCause": dict(sorted(by_cause.items())),
         "unexplained": unexplained,

@@ -167,6 +167,23 @@ def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[s
         yield Locks(handles)
 
 
+def holder(storage_root: str, name: str) -> str | None:
+    """Who holds the `name` query's checkpoint lock now ("pid N"), None when nobody does: whether that
+    query runs. Object-store roots have no locks: there it may run, and "unknown" says so."""
+    if local_folder(storage_root) is None:
+        return "unknown"
+    path = _lock_folder(storage_root) / f"{name}{LOCK_SUFFIX}"
+    if not path.exists():
+        return None
+    with open(path) as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return handle.read().split(" jvm ")[0].strip() or "another process"
+        fcntl.flock(handle, fcntl.LOCK_UN)
+    return None
+
+
 def _end_orphan_jvm(previous_holder: str, name: str, report: Callable[[str], None], grace_s: float) -> None:
     """Wait for the JVM a dead holder left behind (named in its lock), then kill it if it lingers."""
     words = previous_holder.split()

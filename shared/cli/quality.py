@@ -68,6 +68,12 @@ def _reconciliation_text(result: dict[str, Any]) -> str:
         lines += ["", table(result["mismatches"], ["windowStart", "pageId", "operationalCount", "goldCount", "cause"]), ""]
         lines += [f"{count:6d}  {cause}: {CAUSES.get(cause, 'no record in the data reproduces the alerted count')}"
                   for cause, count in result["byCause"].items()]
+    if result["pendingWindows"]:  # each open path says once what would close its windows
+        lines += ["", "pending (not closed in both paths yet):",
+                  table([{**window, "openIn": " and ".join(window["openIn"])} for window in result["pendingWindows"]],
+                        ["windowStart", "pageId", "operationalCount", "goldCount", "openIn"]), ""]
+        reasons = {path: why for window in result["pendingWindows"] for path, why in window["why"].items()}
+        lines += [f"  open in the {path}: {why}" for path, why in reasons.items()]
     lines.append("consistent" if result["consistent"] else "NOT consistent: some differences have no cause in the data")
     return "\n".join(lines)
 
@@ -86,5 +92,6 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "reconcile", parents=[common, window_range, output_options("one row per mismatch")], help="hot-pages alerts against gold; exit 1 when a difference is unexplained",
         description="Compare, per page and 5-second window closed in both paths, the highest alerted count with "
         "gold/page_clicks_5s, and give each difference one cause derived from bronze, silver and the hot-pages "
-        "checkpoint (QUALITY.md). Exit 1 when any difference is unexplained.")
+        "checkpoint (QUALITY.md). Exit 1 when any difference is unexplained. A window not closed in both paths is pending, listed with "
+        "the path it is open in and what would close it.")
     reconcile.set_defaults(handler=cmd_reconcile)

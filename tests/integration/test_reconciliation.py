@@ -177,3 +177,29 @@ def test_every_cause_is_documented_in_the_contract():
 
     contract = (PROJECT_ROOT / "CONTRACT.md").read_text()
     assert [cause for cause in CAUSES if f"`{cause}`" not in contract] == []
+
+
+def test_a_window_the_stopped_fast_path_has_not_read_is_pending_with_what_closes_it_until_it_has(spark, both, fast_path):
+    feed(both, fast_path, *clicks("/p1", 1, 5))  # hot and alerted; no click has closed its window
+    fast_path.stop()
+    send(both, *clicks("/p2", 2, 4))  # hot in gold; the stopped fast path has not read it
+    backfill(spark, both)
+
+    result = reconcile(spark, both)
+
+    pending = {(window["pageId"], window["windowStart"][11:19]): window for window in result["pendingWindows"]}
+    assert set(pending) == {("/p1", "10:00:00"), ("/p2", "10:00:00")}, json.dumps(result, indent=1)
+    assert (result["windowsCompared"], result["pending"], result["unexplained"]) == (0, 2, 0)
+    for window in pending.values():
+        assert window["openIn"] == ["fast path"], "gold has read every click and the medallion is stopped"
+        assert "stopped with 4 clicks" in window["why"]["fast path"] and "start it" in window["why"]["fast path"]
+
+    restarted = hot_pages.start(spark, both)  # what the reason says to do: it reads the 4 clicks, then stops
+    try:
+        restarted.processAllAvailable()
+    finally:
+        restarted.stop()
+    result = reconcile(spark, both)
+
+    assert (result["windowsCompared"], result["matched"], result["pending"], result["unexplained"]) == (2, 2, 0, 0), \
+        json.dumps(result, indent=1)
