@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 from shared import PROJECT_ROOT
@@ -42,19 +43,19 @@ class Runtime:
         return Path(override) if override else self.venv / "bin" / "python"
 
     def spark_home(self) -> Path:
-        """Its pyspark's folder, whose `jars/` hold its Spark: SPARK_HOME for the cluster daemons that
-        run this runtime's Spark (shared.services.cluster)."""
+        """Its pyspark's folder, whose `jars/` hold its Spark: the SPARK_HOME of every Spark this runtime
+        runs (its drivers, shared.spark; its cluster daemons, shared.services.cluster)."""
+        return Path(self._pyspark()[0]).parent
+
+    def spark_version(self) -> str:
+        """Its pyspark's version, e.g. `4.3.0`: the Spark its drivers and a cluster of its own run."""
+        return self._pyspark()[1]
+
+    def _pyspark(self) -> tuple[str, str]:
+        """(pyspark's `__init__.py`, its version), read without importing pyspark, in its interpreter."""
         if self == current():
-            import pyspark
-
-            return Path(pyspark.__file__).parent
-        import subprocess
-
-        found = subprocess.run([str(self.require()), "-c", "import pyspark; print(pyspark.__file__)"],
-                               capture_output=True, text=True)
-        if found.returncode != 0:
-            raise MissingDependencyError(f"the {self.name} runtime has no pyspark ({self.python}): run `make setup`")
-        return Path(found.stdout.strip()).parent
+            return _pyspark_here()
+        return _pyspark_of(str(self.require()), self.name)
 
     def require(self) -> Path:
         """Its interpreter, or a clear error saying how to install it."""
@@ -74,6 +75,25 @@ def pyspark_version() -> tuple[int, int]:
 
     major, minor, *_ = version("pyspark").split(".")
     return int(major), int(minor)
+
+
+def _pyspark_here() -> tuple[str, str]:
+    from importlib.metadata import version
+    from importlib.util import find_spec
+
+    return find_spec("pyspark").origin, version("pyspark")
+
+
+@cache
+def _pyspark_of(python: str, name: str) -> tuple[str, str]:
+    import subprocess
+
+    found = subprocess.run([python, "-c", "from shared.runtime import _pyspark_here; print(*_pyspark_here(), sep='\\n')"],
+                           capture_output=True, text=True, cwd=PROJECT_ROOT)
+    if found.returncode != 0:
+        raise MissingDependencyError(f"the {name} runtime has no pyspark ({python}): run `make setup`")
+    origin, version = found.stdout.splitlines()[-2:]
+    return origin, version
 
 
 def current() -> Runtime:

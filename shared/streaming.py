@@ -260,19 +260,20 @@ def end_with_running_batch(queries: Mapping[str, Any], wait_s: float, report: Ca
     after which the query's loop sees it is no longer active and ends before starting another batch.
     """
     ending = {name: query for name, query in queries.items() if query.isActive and _finish_running_batch(query)}
+    threads = {name: query._jsq.streamingQuery().queryExecutionThread() for name, query in ending.items()}
     if ending:
         report(f"[{', '.join(ending)}] stopping at the end of the running batch (within {wait_s:g} s), so that "
                "a restart replays nothing; stop again to stop now (a restart then runs that batch again)")
     deadline = time.monotonic() + wait_s
     while ending and not hurry.is_set() and time.monotonic() < deadline:
         for name, query in list(ending.items()):
-            try:
-                if query.awaitTermination(0.25):
-                    del ending[name]
-                    report(f"[{name}] its last batch committed: stopped")
-            except Exception as error:  # the batch failed as it ended: the restart runs it again
-                del ending[name]
-                report(f"[{name}] its last batch failed ({_first_line(error)}): a restart runs it again")
+            if threads[name].isAlive():  # (awaitTermination answers at once: the query is marked terminated)
+                continue
+            del ending[name]
+            error = query.exception()
+            report(f"[{name}] its last batch failed ({_first_line(error)}): a restart runs it again" if error else
+                   f"[{name}] its last batch committed: stopped")
+        time.sleep(0.1)
     if ending:
         report(f"[{', '.join(ending)}] stopping now: a restart runs the running batch again")
     stop_now([query for query in queries.values() if query.isActive or query in ending.values()])

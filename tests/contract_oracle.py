@@ -1,4 +1,5 @@
-"""An independent Python reading of the events contract (CONTRACT.md, "Events"): which records are valid.
+"""An independent Python reading of the events contract (CONTRACT.md, "Events"): which records are valid;
+and of the alerts' counts (CONTRACT.md, "Alerts"): what a window's highest alert record says.
 
 Written from the contract's words alone, with Python's own tools (`bytes.decode`, `json.loads`,
 calendar arithmetic), and importing nothing from the code under test, so that the property tests
@@ -136,3 +137,21 @@ def expected_reason(value: bytes | None, kafka_timestamp_micros: int, bounds: Bo
     if instant < bounds.earliest_micros or instant - kafka_timestamp_micros > bounds.max_skew_micros:
         return "event_time_out_of_range"
     return None
+
+
+def highest_alert(count: int, threshold: int, real_time: bool) -> int | None:
+    """The clickCount of the highest alert record the fast path writes for a window once it has counted
+    `count` distinct eventIds (CONTRACT.md, "Alerts"); None when the window is not hot (count <= threshold).
+
+    Micro-batch mode writes the window's count after each batch that raises it: the highest is the
+    count. Real-time mode writes at the crossing (threshold + 1) and each doubling of it: the highest
+    is the largest of threshold + 1, 2 x, 4 x, ... not above the count.
+    """
+    if count <= threshold:
+        return None
+    if not real_time:
+        return count
+    reached = threshold + 1
+    while reached * 2 <= count:
+        reached *= 2
+    return reached

@@ -18,6 +18,7 @@ from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.tables import is_delta_table, read_table
 from operational.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
+from tests.contract_oracle import highest_alert
 from tests.helpers import LAKEHOUSE, click, send, wait_for
 
 THRESHOLD = 3
@@ -55,11 +56,8 @@ def windows_closed_by_the_newest_click(watermark_s: float = 5.0, window_s: float
 def expected_alerts(real_time: bool = False) -> dict[tuple[str, datetime], int]:
     """The highest alerted count per hot window: the count itself (micro-batch mode), or the largest of
     the crossing count (THRESHOLD + 1) and its doublings that the count reached (real-time mode)."""
-    def highest(count: int) -> int:
-        doublings = [(THRESHOLD + 1) * 2 ** k for k in range(count.bit_length())]
-        return max(d for d in doublings if d <= count) if real_time else count
-
-    return {key: highest(count) for key, count in expected_windows().items() if count > THRESHOLD}
+    return {key: highest_alert(count, THRESHOLD, real_time) for key, count in expected_windows().items()
+            if count > THRESHOLD}
 
 
 def run_options(config_overrides: list[str], *more: str) -> list[str]:

@@ -18,10 +18,13 @@ ALERT_COLUMNS = ["windowStart", "pageId", "clickCount", "threshold", "alertId"]
 def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
+    from shared.master_check import require_fit_master
     from shared.running_queries import activity_line, running_queries
     from shared.runtime import real_time_available
     from shared.streaming import supervise
 
+    # before anything starts; a parent that records the progress (--progress-json) has said its note
+    require_fit_master(config, note=None if args.progress_json else say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     real_time = config.operational.mode == "real-time"
     if real_time and not real_time_available():

@@ -36,10 +36,12 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
+    from shared.master_check import require_fit_master
     from shared.processes import FastPathProcess, MedallionProcess
     from shared.runtime import real_time_available
     from shared.streaming import supervise
 
+    require_fit_master(config, note=say)  # before anything starts
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     if config.operational.mode == "real-time" and not real_time_available():
         say(f"both paths from {config.kafka.topics.clicks}: the fast path (real-time mode, its own runtime) alerting "

@@ -194,11 +194,7 @@ class StandaloneCluster:
         return [java, f"-Xmx{self.settings.daemon_memory}", self._marker, "-cp", str(spark_home / "jars" / "*")]
 
     def _master_state(self) -> dict[str, Any] | None:
-        try:
-            with urllib.request.urlopen(f"{self.web_ui}/json/", timeout=5) as response:
-                return json.load(response)
-        except (urllib.error.URLError, OSError, ValueError):
-            return None
+        return master_state(self.web_ui)
 
     def _wait_for(self, condition, what: str, daemons: list[Daemon]) -> None:
         deadline = time.monotonic() + self.settings.start_timeout_s
@@ -215,6 +211,25 @@ class StandaloneCluster:
         self.stop()
         raise ClusterError(f"waited {self.settings.start_timeout_s:g} s (cluster.start_timeout_s) for {what}; "
                            f"the master's log ({self.master.log_file}) ends with:\n{self.master.log_tail()}")
+
+
+def master_state(web_ui: str, timeout_s: float = 5) -> dict[str, Any] | None:
+    """What a standalone master reports at its web UI's /json (its URL, status, workers with their cores,
+    applications), or None when nothing answers there with JSON."""
+    page = master_page(web_ui, "/json/", timeout_s)
+    try:
+        return json.loads(page) if page is not None else None
+    except ValueError:
+        return None
+
+
+def master_page(web_ui: str, path: str = "/", timeout_s: float = 5) -> str | None:
+    """A page of a master's web UI (its front page's header names the Spark version), or None."""
+    try:
+        with urllib.request.urlopen(f"{web_ui}{path}", timeout=timeout_s) as response:
+            return response.read().decode("utf-8", errors="replace")
+    except (urllib.error.URLError, OSError, ValueError):
+        return None
 
 
 def _alive(state: dict[str, Any]) -> int:

@@ -13,61 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from shared import PROJECT_ROOT
 from shared.services.cluster import StandaloneCluster
-from tests.conftest import free_port, make_config
+from tests.conftest import make_config
+from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lakehouse, processes_of as _processes_of
 from tests.helpers import run_lakehouse, wait_for
 from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
 
 pytestmark = pytest.mark.deployment
-
-STANDALONE = str(PROJECT_ROOT / "conf" / "standalone.yaml")
-
-
-def _ports_free_from(first: int, count: int) -> bool:
-    for port in range(first, first + count):
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-    return True
-
-
-def _free_port_range(count: int) -> int:
-    """The first of `count` consecutive free ports (a master's web UI, then its workers')."""
-    return next(port for port in iter(free_port, None) if _ports_free_from(port, count))
-
-
-@pytest.fixture(scope="module")
-def cluster_settings(tmp_path_factory) -> list[str]:
-    master, fast_master = free_port(), free_port()
-    return [f"cluster.run_dir={tmp_path_factory.mktemp('cluster')}", f"cluster.master_port={master}",
-            f"cluster.webui_port={_free_port_range(3)}", "cluster.workers=2", "cluster.worker_cores=1",
-            f"spark.master=spark://127.0.0.1:{master}",
-            f"cluster.fast_path.master_port={fast_master}", f"cluster.fast_path.webui_port={_free_port_range(2)}",
-            f"operational.real_time.master=spark://127.0.0.1:{fast_master}"]
-
-
-def _lakehouse(*args: str, settings: list[str], timeout: float = 180):
-    return run_lakehouse("--config", STANDALONE, *args, *(f"--set={item}" for item in settings), timeout=timeout)
-
-
-def _processes_of(cluster_dir: str) -> list[str]:
-    """Command lines of live processes that belong to this cluster: its daemons and their executors."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(proc / "cwd")
-        except OSError:
-            continue
-        if cluster_dir in command or cwd.startswith(cluster_dir):
-            found.append(command)
-    return found
-
 
 def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
         spark, config, config_overrides, cluster_settings, tmp_path):

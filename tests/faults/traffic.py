@@ -4,7 +4,9 @@
 ordinary pages far under it, exact duplicates, late events and hostile records of many kinds. The
 truth (`Truth`) is computed from what the topic holds afterwards (read back with kafka-python),
 with the contract oracle of tests/contract_oracle.py: which records are valid, the distinct
-events, and the distinct-event count of every page and 5-second window.
+events, the distinct-event count of every page and 5-second window, and from it the highest alert
+record the fast path must write for each window (`Truth.alert_outcomes`), which the alerts topic is
+held against (`assert_alerts_as_the_oracle_says`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from shared.errors import LakehouseError
-from tests.contract_oracle import Bounds, event_time_micros, expected_reason
+from tests.contract_oracle import Bounds, event_time_micros, expected_reason, highest_alert
+from tests.helpers import wait_for
 
 WINDOW_MICROS = 5_000_000
+#: hot_pages.watermark as shipped: a click this far behind the newest one sent before it may be late.
+WATERMARK_MICROS = 5_000_000
 HOT_PAGE = "/hot"
 #: The shipped bounds (conf/local.yaml): events from 2000-01-01, at most 1 hour ahead of Kafka.
 BOUNDS = Bounds(earliest_micros=946_684_800_000_000, max_skew_micros=3_600_000_000)
@@ -164,12 +169,16 @@ class Truth:
     invalid: dict[tuple[int, int], str] = field(default_factory=dict)  # -> the oracle's reason
     events: dict[str, tuple[str, int]] = field(default_factory=dict)  # eventId -> (pageId, eventTime micros)
     windows: dict[tuple[str, int], int] = field(default_factory=dict)  # (pageId, window start micros) -> count
+    #: (pageId, window start micros) -> the fast path's count as (low, high): the distinct eventIds of the
+    #: window's clicks sent on time, and of all its clicks (a copy counts again in another page or window)
+    fast_path: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
     def of(cls, rows: list[tuple[int, int, bytes | None, int]]) -> "Truth":
         """From (partition, offset, value, Kafka timestamp ms) rows, in any order."""
         truth = cls(records={(p, o): v for p, o, v, _ in rows})
         counts: dict[tuple[str, int], int] = defaultdict(int)
+        clicks: list[tuple[int, str, str, int]] = []  # (Kafka timestamp ms, eventId, pageId, eventTime micros)
         for partition, offset, value, timestamp_ms in sorted(rows, key=lambda row: (row[3], row[0], row[1])):
             reason = expected_reason(value, timestamp_ms * 1000, BOUNDS)
             if reason:
@@ -178,16 +187,103 @@ class Truth:
             body = json.loads(value)
             event_id, page = (str(body[key]) if not isinstance(body[key], str) else body[key]
                               for key in ("eventId", "pageId"))
+            at = event_time_micros(body["eventTime"])
+            clicks.append((timestamp_ms, event_id, page, at))
             if event_id in truth.events:
                 continue
-            at = event_time_micros(body["eventTime"])
             truth.events[event_id] = (page, at)
             counts[(page, at - at % WINDOW_MICROS)] += 1
         truth.windows = dict(counts)
+        truth.fast_path = _fast_path_counts(clicks)
         return truth
 
     def hot(self, threshold: int) -> dict[tuple[str, int], int]:
         return {key: count for key, count in self.windows.items() if count > threshold}
+
+    def alert_outcomes(self, threshold: int, real_time: bool) -> dict[tuple[str, int], set[int | None]]:
+        """Per page and window with valid clicks, the clickCount its highest alert record may carry once
+        the fast path has read every record (None: no alert). One value, unless clicks sent late
+        (`_fast_path_counts`) could change it: whether those count depends on batch boundaries."""
+        return {key: {highest_alert(count, threshold, real_time) for count in range(low, high + 1)}
+                for key, (low, high) in self.fast_path.items()}
+
+
+def _fast_path_counts(clicks: list[tuple[int, str, str, int]]) -> dict[tuple[str, int], tuple[int, int]]:
+    """(low, high) distinct eventIds per page and window of the fast path's rule, from the valid clicks
+    in Kafka timestamp order: high counts every click, low leaves out those sent late.
+
+    A click is sent late when its eventTime is at or before the newest eventTime sent up to its
+    Kafka timestamp (the same millisecond included) minus the watermark. The fast path drops a click
+    only when it is at or before a watermark, the newest eventTime read before it minus the
+    watermark delay, so every other click counts, provided the records reach it in about the order
+    they were sent: the Kafka timestamp here is one producer's clock at the send (CreateTime), and
+    each partition keeps its order. A click held back more than the watermark behind a later one of
+    the other partition (a send retried long after) could be dropped and is not foreseen here.
+    """
+    newest_by_ms: dict[int, int] = {}
+    newest = None
+    for timestamp_ms, _, _, at in clicks:  # sorted by timestamp: the last value per ms is its newest
+        newest = at if newest is None else max(newest, at)
+        newest_by_ms[timestamp_ms] = newest
+    every: dict[tuple[str, int], set[str]] = defaultdict(set)
+    on_time: dict[tuple[str, int], set[str]] = defaultdict(set)
+    for timestamp_ms, event_id, page, at in clicks:
+        key = (page, at - at % WINDOW_MICROS)
+        every[key].add(event_id)
+        if at > newest_by_ms[timestamp_ms] - WATERMARK_MICROS:
+            on_time[key].add(event_id)
+    return {key: (len(on_time[key]), len(ids)) for key, ids in every.items()}
+
+
+def highest_alerts(kafka_config, topic: str) -> dict[tuple[str, int], int]:
+    """The highest clickCount per (pageId, window start in microseconds) on the alerts topic, read here
+    from the raw records (each must be an alert's JSON object)."""
+    highest: dict[tuple[str, int], int] = {}
+    for partition, offset, value, _ in read_topic(kafka_config, topic):
+        record = json.loads(value)
+        assert isinstance(record.get("clickCount"), int), f"not an alert at {partition}/{offset}: {value!r}"
+        key = (record["pageId"], event_time_micros(record["windowStart"]))
+        highest[key] = max(highest.get(key, 0), record["clickCount"])
+    return highest
+
+
+def wrong_alerts(alerts: dict[tuple[str, int], int], outcomes: dict[tuple[str, int], set[int | None]]) -> dict:
+    """{window: (highest alerted, what the oracle allows)} where they disagree: a hot window without its
+    alert, an alert with another count, an alert for a window that is not hot or has no valid click."""
+    return {key: (alerts.get(key), outcomes.get(key, {None})) for key in sorted(set(alerts) | set(outcomes))
+            if alerts.get(key) not in outcomes.get(key, {None})}
+
+
+def _above_the_oracle(wrong: dict) -> bool:
+    """An alert higher than the oracle allows: final, since a window's highest record only rises."""
+    return any(alerted is not None and alerted > max((c for c in allowed if c is not None), default=0)
+               for alerted, allowed in wrong.values())
+
+
+def assert_alerts_as_the_oracle_says(kafka_config, topic: str, truth: Truth, threshold: int, real_time: bool,
+                                     timeout_s: float = 0) -> dict[tuple[str, int], int]:
+    """Every window's highest alert record is the one the oracle computes from the topic's clicks
+    (`Truth.alert_outcomes`), within `timeout_s` (the fast path still catching up), and every hot
+    window is judged exactly (none left to clicks sent late). Returns the highest alerts."""
+    outcomes = truth.alert_outcomes(threshold, real_time)
+    undecided = {key: outcomes[key] for key in truth.hot(threshold) if len(outcomes.get(key, ())) != 1}
+    assert not undecided, f"hot windows whose alert depends on clicks sent late (not judged exactly): {undecided}"
+    seen: dict[str, dict] = {}
+
+    def settled() -> bool:
+        seen["alerts"] = highest_alerts(kafka_config, topic)
+        seen["wrong"] = wrong_alerts(seen["alerts"], outcomes)
+        return not seen["wrong"] or _above_the_oracle(seen["wrong"])
+
+    if not settled() and timeout_s > 0:
+        try:
+            wait_for(settled, timeout_s, "the alerts the oracle computes", every_s=2)
+        except AssertionError:
+            pass  # reported below, with what differs
+    wrong = seen["wrong"]
+    assert not wrong, (f"{len(wrong)} of {len(outcomes)} windows with another highest alert than the oracle's "
+                       f"(window: (alerted, allowed)), {len(truth.hot(threshold))} hot: {dict(list(wrong.items())[:10])}")
+    return seen["alerts"]
 
 
 def read_topic(kafka_config, topic: str) -> list[tuple[int, int, bytes | None, int]]:

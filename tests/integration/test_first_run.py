@@ -137,7 +137,14 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                 hot_windows = {row["pageId"]: int(row["hotWindows"]) for row in table_rows(finish(words))}
                 full_windows = int(sent["seconds"] // WINDOW_S)  # its event time starts on a window's start
                 assert hot_windows == {page: full_windows for page in sent["hot_pages"]}
-            elif command in (["kafka", "start"], ["analytical"], ["kafka", "stop"]):
+            elif command == ["reconcile"]:  # after a clean stop and the backfill, every hot window is compared
+                verdict = finish(words).splitlines()[0]
+                hot_windows_sent = len(sent["hot_pages"]) * int(sent["seconds"] // WINDOW_S)
+                assert verdict.startswith(f"windows compared {hot_windows_sent}, matched {hot_windows_sent}, "
+                                          "pending 0, mismatches 0, unexplained 0"), \
+                    f"{verdict}\n`run` said:\n" + "\n".join(line for line in background['run'].output().splitlines()
+                                                     if not line.startswith("\tat "))[-6000:]
+            elif command in (["kafka", "start"], ["analytical"], ["check"], ["kafka", "stop"]):
                 finish(words)
             else:
                 raise AssertionError(f"README's walk has a step this test does not know: {shlex.join(words)}")
