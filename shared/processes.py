@@ -84,8 +84,8 @@ def dying_with_parent(command: Sequence[str]) -> list[str]:
     return [setpriv, "--pdeathsig", "KILL", "--", *command]
 
 
-#: How long the medallion process waits for the broker at start: `run` checked it a moment before,
-#: and a broker restarting meanwhile must not end the run (the streams themselves ride it out).
+#: How long a path's process waits for the broker at start: `run` checked it a moment before, and a
+#: broker restarting meanwhile must not end the run (the streams themselves ride it out).
 BROKER_WAIT_S = 120.0
 
 
@@ -224,7 +224,7 @@ class FastPathProcess(PathProcess):
 
     def __init__(self, config_args: Sequence[str], checkpoint_interval: timedelta, relay: Callable[[str], None],
                  on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
-        super().__init__(command_in(FAST_PATH, "shared.cli", "operational", "--progress-json", *config_args),
-                         relay, on_progress)
+        super().__init__(command_in(FAST_PATH, "shared.cli", "operational", "--progress-json",
+                                    f"--wait-for-broker={BROKER_WAIT_S:g}", *config_args), relay, on_progress)
         # a clean stop lets its running real-time batch end and commit (shared.streaming.end_with_running_batch)
         self.stop_within_s = checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s

@@ -17,7 +17,7 @@ ALERT_COLUMNS = ["windowStart", "pageId", "clickCount", "threshold", "alertId"]
 
 def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
-    from shared.kafka import ensure_topics
+    from shared.kafka import ensure_topics, wait_until_reachable
     from shared.master_check import require_fit_master
     from shared.running_queries import activity_line, running_queries
     from shared.runtime import real_time_available
@@ -25,6 +25,8 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
 
     # before anything starts; a parent that records the progress (--progress-json) has said its note
     require_fit_master(config, note=None if args.progress_json else say)
+    if args.wait_for_broker:
+        wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     real_time = config.operational.mode == "real-time"
     if real_time and not real_time_available():
@@ -103,6 +105,9 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     operational.add_argument("--seconds", type=positive(float), help="stop after this long (default: run until stopped)")
     operational.add_argument("--progress-json", action="store_true",
                              help="print each progress report as a JSON line on stdout (for a parent that records it)")
+    operational.add_argument("--wait-for-broker", type=positive(float), metavar="SECONDS",
+                             help="wait up to this long for the broker at start instead of failing at once (what "
+                             "`lakehouse run` asks of the fast path's process: the broker may restart meanwhile)")
     operational.set_defaults(handler=cmd_operational)
 
     alerts = commands.add_parser(
