@@ -32,6 +32,7 @@ data does not reproduce, such as an alert no record supports, is `unexplained`.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -137,7 +138,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     gold_closed_ms = -1 if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
     fast_closed_ms = -1 if history.closed_up_to_ms is None else history.closed_up_to_ms
     clicks_end = _topic_end(config)
-    open_paths = {"fast path": _fast_path_still_counting(config, history, clicks_end),
+    open_paths = {"fast path": _fast_path_still_counting(spark, config, history, clicks_end),
                   "gold": _medallion_still_counting(spark, config, clicks_end)}
 
     with fast_path_model(spark, bronze, config, history, start, end) as records:
@@ -172,10 +173,10 @@ def _unread(read_up_to: dict[int, int], topic_end: dict[int, int]) -> int:
     return sum(max(end - read_up_to.get(partition, 0), 0) for partition, end in topic_end.items())
 
 
-def _fast_path_still_counting(config: Config, history: FastPathHistory, clicks_end: dict[int, int] | None) -> str | None:
+def _fast_path_still_counting(spark: SparkSession, config: Config, history: FastPathHistory, clicks_end: dict[int, int] | None) -> str | None:
     """Why the fast path may still change the count of a window its watermark has not closed; None
     when it cannot: it is stopped and its last batch read every click on the topic."""
-    running = holder(config.storage.root, hot_pages.STREAM.name)
+    running = _running(spark, config, hot_pages.STREAM.name)
     if running:
         return (f"the fast path is running ({running}): a batch end after clicks past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s closes it")
@@ -193,7 +194,7 @@ def _medallion_still_counting(spark: SparkSession, config: Config, clicks_end: d
     when it cannot: the medallion is stopped and each of its streams read everything before it."""
     from analytical.registry import STREAMS
 
-    running = next(filter(None, (holder(config.storage.root, stream.name) for stream in STREAMS)), None)
+    running = next(filter(None, (_running(spark, config, stream.name) for stream in STREAMS)), None)
     if running:
         return (f"the medallion is running ({running}): clicks in silver past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s close it")
@@ -212,6 +213,16 @@ def _medallion_still_counting(spark: SparkSession, config: Config, clicks_end: d
         if newest is not None and (read is None or read < newest):
             return f"{stream.name} has not read {source} up to its version {newest}: {catch_up}"
     return None
+
+
+def _running(spark: SparkSession, config: Config, query: str) -> str | None:
+    """Who runs `query` now (its checkpoint lock's holder), None when nobody does. This very process may
+    hold the lock with the query stopped (the demo holds its locks throughout): then it runs only if
+    active here."""
+    running = holder(config.storage.root, query)
+    if running == f"pid {os.getpid()}" and all(active.name != query for active in spark.streams.active):
+        return None
+    return running
 
 
 def _newest_version(spark: SparkSession, path: str) -> int | None:
