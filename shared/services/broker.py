@@ -237,7 +237,10 @@ class EmbeddedBroker:
             for line in self.properties.read_text().splitlines():
                 if line.startswith("controller.quorum.bootstrap.servers="):
                     return int(line.rsplit(":", 1)[1])
-        return free_port(self.host)
+        port = free_port(self.host)
+        while port == self.port:  # the broker's own port is free until it starts: the OS may offer it
+            port = free_port(self.host)
+        return port
 
     def _write_properties(self) -> None:
         controller = f"{self.host}:{self._controller_port()}"
