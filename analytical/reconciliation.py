@@ -32,7 +32,6 @@ data does not reproduce, such as an alert no record supports, is `unexplained`.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -44,11 +43,12 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.tables import is_delta_table, read_table, table_path
+from analytical.closed_windows import (fast_path_still_counting, kafka_offsets, medallion_still_counting,
+                                       topic_end, version_read_by)
+from analytical.tables import read_table
 from operational import hot_pages
 from operational.alerts_topic import AlertBook, latest_alerts
-from shared.broker_readings import BrokerOffsets
-from shared.checkpoints import CheckpointLog, holder, read_checkpoint_log
+from shared.checkpoints import CheckpointLog, read_checkpoint_log
 from shared.config import Config
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from shared.parsing import parse_clicks, valid_clicks
@@ -95,11 +95,11 @@ class FastPathHistory:
         ranges = []
         previous = None
         for batch in log.batches:
-            ends = _kafka_offsets(batch.end_offsets[0] if batch.end_offsets else None, topic)
+            ends = kafka_offsets(batch.end_offsets[0] if batch.end_offsets else None, topic)
             if previous is not None and previous.batch_id == batch.batch_id - 1:
-                starts, late_ms = _kafka_offsets(previous.end_offsets[0], topic), previous.watermark_ms
+                starts, late_ms = kafka_offsets(previous.end_offsets[0], topic), previous.watermark_ms
             elif batch.batch_id == 0:
-                starts, late_ms = _kafka_offsets(log.initial_offsets, topic), 0
+                starts, late_ms = kafka_offsets(log.initial_offsets, topic), 0
             else:  # its predecessor's entry was purged: the batch's start and late watermark are unknown
                 starts, late_ms = {}, None
             for partition, end in ends.items():
@@ -108,16 +108,9 @@ class FastPathHistory:
                                -1 if late_ms is None else late_ms, batch.watermark_ms))
             previous = batch
         last = log.last_committed
-        read_up_to = _kafka_offsets(last.end_offsets[0] if last and last.end_offsets else log.initial_offsets, topic)
+        read_up_to = kafka_offsets(last.end_offsets[0] if last and last.end_offsets else log.initial_offsets, topic)
         return cls(ranges, last.watermark_ms if last else None, len(log.batches),
                    log.batches[0].batch_id if log.batches else None, read_up_to)
-
-
-def _kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
-    """{partition: offset} for `topic` from a Kafka source offset ({"topic": {"0": 42}})."""
-    if not isinstance(offsets, dict):
-        return {}
-    return {int(partition): max(int(offset), 0) for partition, offset in offsets.get(topic, {}).items()}
 
 
 def reconcile(spark: SparkSession, config: Config, start: datetime | None = None,
@@ -137,9 +130,9 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     newest_ms = silver.agg(F.unix_millis(F.max("eventTime"))).first()[0]
     gold_closed_ms = -1 if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
     fast_closed_ms = -1 if history.closed_up_to_ms is None else history.closed_up_to_ms
-    clicks_end = _topic_end(config)
-    open_paths = {"fast path": _fast_path_still_counting(spark, config, history, clicks_end),
-                  "gold": _medallion_still_counting(spark, config, clicks_end)}
+    clicks_end = topic_end(config)
+    open_paths = {"fast path": fast_path_still_counting(spark, config, history, clicks_end),
+                  "gold": medallion_still_counting(spark, config, clicks_end)}
 
     with fast_path_model(spark, bronze, config, history, start, end) as records:
         windows = _window_ledger(records, events, gold, _alerts_frame(spark, book), hot.window)
@@ -157,80 +150,6 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     closed_ms = min(fast_closed_ms, gold_closed_ms)
     return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms, reported_count(config),
                     open_paths)
-
-
-def _topic_end(config: Config) -> dict[int, int] | None:
-    """Per partition, the clicks topic's end offset now (None when the broker does not say)."""
-    offsets = BrokerOffsets(config.kafka)
-    try:
-        ends = offsets([config.kafka.topics.clicks])
-    finally:
-        offsets.close()
-    return None if ends is None else {partition: end for (_, partition), end in ends.items()}
-
-
-def _unread(read_up_to: dict[int, int], topic_end: dict[int, int]) -> int:
-    return sum(max(end - read_up_to.get(partition, 0), 0) for partition, end in topic_end.items())
-
-
-def _fast_path_still_counting(spark: SparkSession, config: Config, history: FastPathHistory, clicks_end: dict[int, int] | None) -> str | None:
-    """Why the fast path may still change the count of a window its watermark has not closed; None
-    when it cannot: it is stopped and its last batch read every click on the topic."""
-    running = _running(spark, config, hot_pages.STREAM.name)
-    if running:
-        return (f"the fast path is running ({running}): a batch end after clicks past the window's end "
-                f"+ {config.hot_pages.watermark.total_seconds():g} s closes it")
-    if clicks_end is None:
-        return f"the end of {config.kafka.topics.clicks} could not be read from the broker"
-    unread = _unread(history.read_up_to, clicks_end)
-    if unread:
-        return (f"the fast path is stopped with {unread:,} clicks on {config.kafka.topics.clicks} unread: "
-                "start it (`lakehouse operational` or `lakehouse run`)")
-    return None
-
-
-def _medallion_still_counting(spark: SparkSession, config: Config, clicks_end: dict[int, int] | None) -> str | None:
-    """Why gold may still change the count of a window silver's newest event has not closed; None
-    when it cannot: the medallion is stopped and each of its streams read everything before it."""
-    from analytical.registry import STREAMS
-
-    running = next(filter(None, (_running(spark, config, stream.name) for stream in STREAMS)), None)
-    if running:
-        return (f"the medallion is running ({running}): clicks in silver past the window's end "
-                f"+ {config.hot_pages.watermark.total_seconds():g} s close it")
-    catch_up = "run `lakehouse analytical --available-now`"
-    bronze_log = read_checkpoint_log(spark, config.checkpoint(bronze_clicks.STREAM.name))
-    last = bronze_log.last_committed if bronze_log else None
-    read_up_to = _kafka_offsets(last.end_offsets[0] if last and last.end_offsets else None, config.kafka.topics.clicks)
-    if clicks_end is None:
-        return f"the end of {config.kafka.topics.clicks} could not be read from the broker"
-    unread = _unread(read_up_to, clicks_end)
-    if unread:
-        return f"bronze has not read {unread:,} clicks on {config.kafka.topics.clicks}: {catch_up}"
-    for stream, source in ((silver_clicks.STREAM, bronze_clicks.TABLE), (gold_page_clicks_5s.STREAM, silver_clicks.TABLE)):
-        newest = _newest_version(spark, table_path(config.storage.root, source))
-        read = _version_read_by(spark, config, stream.name)
-        if newest is not None and (read is None or read < newest):
-            return f"{stream.name} has not read {source} up to its version {newest}: {catch_up}"
-    return None
-
-
-def _running(spark: SparkSession, config: Config, query: str) -> str | None:
-    """Who runs `query` now (its checkpoint lock's holder), None when nobody does. This very process may
-    hold the lock with the query stopped (the demo holds its locks throughout): then it runs only if
-    active here."""
-    running = holder(config.storage.root, query)
-    if running == f"pid {os.getpid()}" and all(active.name != query for active in spark.streams.active):
-        return None
-    return running
-
-
-def _newest_version(spark: SparkSession, path: str) -> int | None:
-    from delta.tables import DeltaTable
-
-    if not is_delta_table(spark, path):
-        return None
-    return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
 
 
 def reported_count(config: Config) -> Callable[[int], int | None]:
@@ -265,18 +184,7 @@ def _horizon(config: Config) -> Column:
 
 def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:
     """The last silver version the gold stream has fully read; None (the latest) without its checkpoint."""
-    return _version_read_by(spark, config, gold_page_clicks_5s.STREAM.name)
-
-
-def _version_read_by(spark: SparkSession, config: Config, stream: str) -> int | None:
-    """The last version of its Delta source that a medallion stream has fully read (its checkpoint)."""
-    log = read_checkpoint_log(spark, config.checkpoint(stream))
-    batch = log.last_committed if log else None
-    offset = batch.end_offsets[0] if batch and batch.end_offsets else None
-    if not isinstance(offset, dict) or "reservoirVersion" not in offset:
-        return None
-    version = int(offset["reservoirVersion"])
-    return version - 1 if int(offset.get("index", -1)) == -1 else version  # (V, -1): everything before V
+    return version_read_by(spark, config, gold_page_clicks_5s.STREAM.name)
 
 
 def _in_range(rows: DataFrame, start: datetime | None, end: datetime | None, margin=timedelta(0),

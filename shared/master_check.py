@@ -1,7 +1,7 @@
 """Whether the fast path's Spark master can run it, asked before anything starts.
 
 A standalone cluster runs one Spark version, and a driver of another cannot even register with its
-master: Spark says so after 60 s of retries (`All masters are unresponsive`), then a traceback. A
+master: Spark retries, then says `All masters are unresponsive` with a traceback. A
 real-time query also holds a task slot per source and shuffle partition for as long as it runs
 (`operational.real_time.task_slots`), so a cluster with fewer free cores cannot start its batch. So
 `lakehouse operational` and `run` ask a `spark://` master first, through its web UI (the front page's

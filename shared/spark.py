@@ -149,10 +149,8 @@ def spark_session(config: Config, class_archive: bool = True, application: Appli
     `in_driver`: see spark_conf)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # This runtime's own Spark, whatever the environment says: PySpark launches `$SPARK_HOME/bin/spark-submit`
-    # when SPARK_HOME is set, and a SPARK_HOME of the other runtime (or any Spark install of another
-    # version) runs this Python against another Spark's JVM; the fast path's 4.3 against 4.1's failed every
-    # query start (NoSuchMethodError) and restarted for minutes. Spark settings belong in the config
-    # (spark.conf); a spark-defaults.conf is still read from SPARK_CONF_DIR.
+    # when SPARK_HOME is set, and this Python against another Spark's JVM fails every query start.
+    # Spark settings belong in the config (spark.conf); a spark-defaults.conf is still read from SPARK_CONF_DIR.
     os.environ["SPARK_HOME"] = str(current_runtime().spark_home())
     settings = spark_conf(config, class_archive, application, in_driver)
     if settings["spark.master"].startswith("local") or _on_loopback(settings["spark.master"]):
