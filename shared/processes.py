@@ -75,6 +75,13 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+def stop_signals_interrupt() -> None:
+    """SIGTERM interrupts as Ctrl-C does (KeyboardInterrupt) until a command listens for stop requests
+    (`shared.streaming.StopRequest`): a stop that arrives while a command is still starting unwinds
+    through its cleanup and ends it cleanly, instead of ending the process where it stands."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+
+
 def dying_with_parent(command: Sequence[str]) -> list[str]:
     """`command` prefixed so that the kernel kills it when the process that starts it dies."""
     setpriv = shutil.which("setpriv")

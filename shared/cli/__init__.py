@@ -47,9 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from shared.processes import die_with_parent
+    from shared.processes import die_with_parent, stop_signals_interrupt
 
     die_with_parent()  # started by another lakehouse command: end with it, however it ends
+    stop_signals_interrupt()
     args = build_parser().parse_args(argv)
     try:
         overrides = [*getattr(args, "overrides", []), *(["spark.known_warnings=show"] if getattr(args, "verbose", False) else [])]
@@ -60,6 +61,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         say(f"error: {error}")
         return error.exit_code
     except KeyboardInterrupt:
+        if getattr(args, "runs_until_stopped", False):  # stopped before it listened for stops: as clean
+            say("stop requested while starting: stopped")
+            return 0
         say("interrupted")
         return 130
     except BrokenPipeError:  # the reader went away (`lakehouse alerts --follow | head`): not an error

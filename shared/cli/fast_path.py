@@ -108,7 +108,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     operational.add_argument("--wait-for-broker", type=positive(float), metavar="SECONDS",
                              help="wait up to this long for the broker at start instead of failing at once (what "
                              "`lakehouse run` asks of the fast path's process: the broker may restart meanwhile)")
-    operational.set_defaults(handler=cmd_operational)
+    operational.set_defaults(handler=cmd_operational, runs_until_stopped=True)
 
     alerts = commands.add_parser(
         "alerts", parents=[common, output_options("one row per alert; with --follow, JSON lines or CSV rows")], help="the alerts on the topic, one per alertId (highest count)",

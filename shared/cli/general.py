@@ -32,7 +32,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "what it started. Tables go under storage.root/demo.")
     demo.add_argument("--seconds", type=positive(float), default=60.0, help="seconds of traffic (default 60)")
     demo.add_argument("--rate", type=positive(float), default=8_000.0, help="events per second (default 8000)")
-    demo.set_defaults(handler=cmd_demo)
+    demo.set_defaults(handler=cmd_demo, runs_until_stopped=True)
 
     commands.add_parser("config", parents=[common], help="print the effective configuration (secrets masked)",
                         description="Print the configuration after layering and overrides, secrets masked."

@@ -166,7 +166,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     analytical.add_argument("--wait-for-broker", type=positive(float), metavar="SECONDS",
                             help="wait up to this long for the broker at start instead of failing at once (what "
                             "`lakehouse run` asks of its medallion process: the broker may restart meanwhile)")
-    analytical.set_defaults(handler=cmd_analytical)
+    analytical.set_defaults(handler=cmd_analytical, runs_until_stopped=True)
 
     run = commands.add_parser(
         "run", parents=[common], help="both paths side by side: the fast path, and the medallion at low priority",
@@ -177,7 +177,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
         "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
     run.add_argument("--seconds", type=positive(float), help="stop after this long (default: until stopped)")
-    run.set_defaults(handler=cmd_run)
+    run.set_defaults(handler=cmd_run, runs_until_stopped=True)
 
     status = commands.add_parser(
         "status", parents=[common, output_options("one row per query")], help="recent progress of every stream, from ops/stream_progress",

@@ -139,7 +139,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     generate.add_argument("--start-time", type=instant,
                           help="event time of the first event, ISO-8601 (default: start of the current window)")
     generate.add_argument("--topic", help="topic to send to (default: kafka.topics.clicks)")
-    generate.set_defaults(handler=cmd_generate)
+    generate.set_defaults(handler=cmd_generate, runs_until_stopped=True)
 
     inspect = commands.add_parser(
         "inspect", parents=[common, output_options("the busiest windows")], help="profile a clicks topic with Spark: validity, duplicates, hot windows",

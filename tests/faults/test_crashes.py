@@ -53,7 +53,7 @@ from tests.faults.traffic import (
     now_micros,
     read_topic,
 )
-from tests.helpers import LAKEHOUSE, run_lakehouse, wait_for
+from tests.helpers import LAKEHOUSE, alive, family, run_lakehouse, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
@@ -89,40 +89,6 @@ def options(config_overrides, *more: str) -> list[str]:
 
 
 # -- processes -------------------------------------------------------------------------------
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            tree.setdefault(parent, []).append(int(entry.name))
-    return tree
-
-
-def family(pid: int) -> set[int]:
-    """`pid` and every process below it, now."""
-    tree, found, todo = _children(), set(), [pid]
-    while todo:
-        current = todo.pop()
-        found.add(current)
-        todo += tree.get(current, [])
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    living = set()
-    for pid in pids:
-        try:
-            state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            living.add(pid)
-    return living
 
 
 def start_run(opts: list[str], log: Path) -> subprocess.Popen:

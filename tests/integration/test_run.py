@@ -19,7 +19,7 @@ from shared.kafka import ensure_topics
 from shared.monitoring import SUMMARY_SQL, TABLE as PROGRESS
 from shared.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, ahead_of_the_clock, run_lakehouse, send, unwanted_warnings, wait_for
+from tests.helpers import LAKEHOUSE, ahead_of_the_clock, alive, family, run_lakehouse, send, unwanted_warnings, wait_for
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
 
@@ -126,6 +126,28 @@ def test_the_demo_stops_at_once_with_a_clear_message_when_its_broker_cannot_star
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: port {port} on 127.0.0.1 is in use")
     assert "Traceback" not in result.stderr
     assert not EmbeddedBroker(make_config(*settings), log=lambda message: None).status().running, "nothing left running"
+
+
+def test_a_stop_while_run_is_starting_is_a_clean_stop_that_ends_every_process_it_started(
+        config, config_overrides, tmp_path):
+    """SIGTERM before `run` listens for stops (here: while its Spark session's JVM starts) still stops it
+    cleanly: exit 0, no traceback, nothing it started left running."""
+    options = settings(config_overrides, "operational.mode=real-time")
+    log = tmp_path / "run.log"
+    with open(log, "w") as stderr:
+        running = subprocess.Popen([LAKEHOUSE, "run", *options], stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_for(lambda: ("both paths from" in log.read_text() and len(family(running.pid)) > 1)
+                 or running.poll() is not None, 120, "run to start its Spark session's JVM")
+        started = family(running.pid)
+        running.send_signal(signal.SIGTERM)
+        assert running.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        if running.poll() is None:
+            running.kill()
+    output = log.read_text()
+    assert "stop requested while starting: stopped" in output and "Traceback" not in output, output
+    wait_for(lambda: not alive(started), 30, "every process run started to end")
 
 
 def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restart_resends_no_alert(
