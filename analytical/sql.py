@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import LakehouseError, MissingDependencyError
+from shared.object_store import S3Access, S3Settings, bucket_and_key, is_s3
+from shared.storage import local_folder
 
 #: How a timestamp is printed: ISO-8601 in UTC to the millisecond, as the alerts print theirs.
 TIMESTAMP_TEXT = "%Y-%m-%dT%H:%M:%S.%f"
@@ -35,14 +37,48 @@ def sql_name(table: str) -> str:
     return table.replace("/", ".")
 
 
-def tables_under(root: str) -> list[str]:
-    """Every Delta table under the storage root, by its path there (`gold/page_clicks_5s`): the
-    product's tables as CONTRACT.md names them, found on disk rather than imported from their
-    modules (which would load pyspark: a second of the command's time). Checkpoints and a rebuild's
-    staging folder are not tables."""
-    base = Path(root)
-    found = (log.parent.relative_to(base) for log in base.glob("*/*/_delta_log"))
-    return sorted(str(path) for path in found if not path.parts[0].startswith("_"))
+def tables_under(files: Any, base: str) -> list[str]:
+    """Every Delta table under the storage root (`base` in the pyarrow file system `files`), by its
+    path there (`gold/page_clicks_5s`): the product's tables as CONTRACT.md names them, found in the
+    store rather than imported from their modules (which would load pyspark: a second of the
+    command's time). Checkpoints and a rebuild's staging folder are not tables."""
+    from pyarrow import fs
+
+    def folders(path: str) -> list[str]:
+        return [info.base_name for info in files.get_file_info(fs.FileSelector(path, allow_not_found=True))
+                if info.type == fs.FileType.Directory]
+
+    layers = [layer for layer in folders(base) if not layer.startswith("_")]
+    candidates = [f"{layer}/{table}" for layer in layers for table in folders(f"{base}/{layer}")]
+    logs = files.get_file_info([f"{base}/{table}/_delta_log" for table in candidates])
+    return sorted(table for table, log in zip(candidates, logs) if log.type == fs.FileType.Directory)
+
+
+class _Store:
+    """Where the lake is, for the readers in this process: pyarrow's file system and the lake's
+    folder in it, and the URI and storage options delta-rs opens a table with."""
+
+    def __init__(self, root: str, s3: S3Settings | None):
+        from pyarrow import fs
+
+        if is_s3(root):
+            access = S3Access.of(s3) if s3 is not None else None
+            if access is None:
+                raise SqlError(f"{root} is on S3: give its settings (storage.s3)")
+            bucket, key = bucket_and_key(root)
+            self.files, self.base = access.pyarrow_filesystem(), f"{bucket}/{key}".rstrip("/")
+            self.options: dict[str, str] | None = access.delta_rs_options()
+            self.uri_base = f"s3://{self.base}"
+        else:
+            # A file system of pyarrow's own: delta-rs's would abort the process at its exit.
+            self.files, self.base = fs.LocalFileSystem(), str(Path(local_folder(root)).resolve())
+            self.options, self.uri_base = None, self.base
+
+    def table(self, path: str) -> tuple[str, Any]:
+        """delta-rs's URI for the table at `path` under the root, and the file system of its files."""
+        from pyarrow import fs
+
+        return f"{self.uri_base}/{path}", fs.SubTreeFileSystem(f"{self.base}/{path}", self.files)
 
 
 #: A named parameter as Spark spells it (`:start`), not a cast (`::`).
@@ -60,10 +96,12 @@ def duckdb_spelling(sql: str, **tables: str) -> str:
 
 
 class SqlLake:
-    """The tables under `root` at one moment (`as_of`) or version (`versions`: per SQL name), ready
-    for read-only SQL; a table not written yet is simply not there."""
+    """The tables under `root` (a local folder, or S3 with its `s3` settings) at one moment (`as_of`)
+    or version (`versions`: per SQL name), ready for read-only SQL; a table not written yet is
+    simply not there."""
 
-    def __init__(self, root: str, as_of: datetime | None = None, versions: dict[str, int] | None = None):
+    def __init__(self, root: str, as_of: datetime | None = None, versions: dict[str, int] | None = None,
+                 s3: S3Settings | None = None):
         try:
             import duckdb
             from deltalake import DeltaTable
@@ -75,15 +113,16 @@ class SqlLake:
         self.connection = duckdb.connect()
         self.tables: dict[str, int] = {}  # SQL name -> the version registered
         versions = dict(versions or {})
-        for table in tables_under(root):
+        store = _Store(root, s3)
+        for table in tables_under(store.files, store.base):
             name = sql_name(table)
-            path = Path(root) / table
-            delta = DeltaTable(str(path))
+            uri, files = store.table(table)
+            delta = DeltaTable(uri, storage_options=store.options)
             if name in versions:
                 delta.load_as_version(versions.pop(name))
             elif as_of is not None:
                 delta.load_as_version(as_of)
-            self._register(name, delta, path)
+            self._register(name, delta, files)
         if versions:
             raise SqlError(f"--version names no table of this lake: {', '.join(sorted(versions))} "
                            f"(tables: {', '.join(self.tables) or 'none yet'})")
@@ -92,11 +131,7 @@ class SqlLake:
         self.connection.execute("SET enable_external_access = false")
         self.connection.execute("SET lock_configuration = true")
 
-    def _register(self, name: str, delta: Any, path: Path) -> None:
-        import pyarrow.fs
-
-        # A file system of pyarrow's own: delta-rs's would abort the process at its exit.
-        files = pyarrow.fs.SubTreeFileSystem(str(path.resolve()), pyarrow.fs.LocalFileSystem())
+    def _register(self, name: str, delta: Any, files: Any) -> None:
         schema, table = name.split(".", 1)
         hidden = f"__{schema}__{table}"
         self.connection.register(hidden, delta.to_pyarrow_dataset(filesystem=files))

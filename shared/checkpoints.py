@@ -28,6 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
+from shared import PROJECT_ROOT
 from shared.storage import local_folder
 from shared.errors import LakehouseError
 
@@ -88,8 +89,15 @@ def _exists(spark: SparkSession, folder: str) -> bool:
 LOCK_SUFFIX = ".lock"
 
 
+#: Where the locks of an object-store root's checkpoints live on this machine (by bucket and prefix).
+OBJECT_STORE_LOCKS = PROJECT_ROOT / ".run" / "locks"
+
+
 def _lock_folder(storage_root: str) -> Path:
-    return local_folder(storage_root) / "_checkpoints"
+    local = local_folder(storage_root)
+    if local is not None:
+        return local / "_checkpoints"
+    return OBJECT_STORE_LOCKS.joinpath(*storage_root.partition("://")[2].strip("/").split("/")) / "_checkpoints"
 
 
 def empty_keeping_locks(storage_root: str) -> None:
@@ -138,12 +146,10 @@ def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[s
     The lock is an OS file lock on `_checkpoints/<query>.lock` beside the checkpoint, released by
     the kernel when the process ends however it ends. Its Spark JVM (`Locks.record_jvm`) may run a
     little longer, still writing to the checkpoints: a new holder waits for that JVM to end
-    (`orphan_grace_s`), then kills it. Object-store roots have no such lock: there the deployment
-    must run one writer per checkpoint (as Spark itself requires).
+    (`orphan_grace_s`), then kills it. An object store cannot hold such a lock: an object-store
+    root's locks are files on this machine (`OBJECT_STORE_LOCKS`), so they keep a second writer
+    off only here; across machines the deployment runs one writer per checkpoint (DEPLOYMENT.md).
     """
-    if local_folder(storage_root) is None:
-        yield Locks([])
-        return
     folder = _lock_folder(storage_root)
     folder.mkdir(parents=True, exist_ok=True)
     with ExitStack() as held:
@@ -169,19 +175,19 @@ def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[s
 
 def holder(storage_root: str, name: str) -> str | None:
     """Who holds the `name` query's checkpoint lock now ("pid N"), None when nobody does: whether that
-    query runs. Object-store roots have no locks: there it may run, and "unknown" says so."""
-    if local_folder(storage_root) is None:
-        return "unknown"
+    query runs. An object-store root's lock is held on this machine only: when nobody here holds it,
+    the query may still run elsewhere, and "unknown" says so."""
+    nobody = None if local_folder(storage_root) is not None else "unknown"
     path = _lock_folder(storage_root) / f"{name}{LOCK_SUFFIX}"
     if not path.exists():
-        return None
+        return nobody
     with open(path) as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
             return handle.read().split(" jvm ")[0].strip() or "another process"
         fcntl.flock(handle, fcntl.LOCK_UN)
-    return None
+    return nobody
 
 
 def _end_orphan_jvm(previous_holder: str, name: str, report: Callable[[str], None], grace_s: float) -> None:

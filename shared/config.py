@@ -21,9 +21,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     PlainSerializer,
     SecretStr,
@@ -33,8 +31,9 @@ from pydantic import (
 )
 
 from shared import PROJECT_ROOT
-from shared.config_layers import apply_override, deep_merge, describe, read_yaml, substitute_environment
+from shared.config_layers import Section, apply_override, deep_merge, describe, read_yaml, substitute_environment
 from shared.errors import ConfigError
+from shared.object_store import EmbeddedStoreConfig, S3Settings, require_known_scheme
 from shared.storage import checkpoint_location, location
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "local.yaml"
@@ -88,17 +87,12 @@ PositiveDuration = Annotated[Duration, AfterValidator(_longer_than_zero)]
 MemorySize = Annotated[str, Field(pattern=r"^\d+[kmgtKMGT]?$")]
 
 
-class _Section(BaseModel):
-    # A key that is not in the model is a typo; say so instead of ignoring it.
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Topics(_Section):
+class Topics(Section):
     clicks: str = Field(min_length=1)
     alerts: str = Field(min_length=1)
 
 
-class KafkaSecurity(_Section):
+class KafkaSecurity(Section):
     """Client security, written once and rendered for kafka-python and for Spark (shared.kafka)."""
 
     protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
@@ -123,14 +117,14 @@ class KafkaSecurity(_Section):
         return self
 
 
-class ProducerSettings(_Section):
+class ProducerSettings(Section):
     linger_ms: int = Field(ge=0)
     batch_size: int = Field(gt=0)
     compression_type: Literal["gzip", "snappy", "lz4", "zstd"] | None
     acks: Literal[0, 1, "all"]
 
 
-class KafkaConfig(_Section):
+class KafkaConfig(Section):
     bootstrap_servers: str = Field(pattern=r"^[^\s,:]+:\d{1,5}(,[^\s,:]+:\d{1,5})*$")
     topics: Topics
     partitions: int = Field(ge=1)
@@ -144,17 +138,18 @@ class KafkaConfig(_Section):
         return host, int(port)
 
 
-class StorageConfig(_Section):
-    root: str = Field(min_length=1)
+class StorageConfig(Section):
+    root: Annotated[str, Field(min_length=1), AfterValidator(require_known_scheme)]
+    s3: S3Settings
 
 
-class RocksDBSettings(_Section):
+class RocksDBSettings(Section):
     changelog_checkpointing: bool
     bounded_memory: bool
     max_memory_mb: int = Field(gt=0)
 
 
-class SparkConfig(_Section):
+class SparkConfig(Section):
     master: str = Field(min_length=1)
     app_name: str = Field(min_length=1)
     driver_memory: MemorySize
@@ -168,13 +163,13 @@ class SparkConfig(_Section):
     conf: dict[str, str | int | float | bool]
 
 
-class HotPagesConfig(_Section):
+class HotPagesConfig(Section):
     window: PositiveDuration
     watermark: Duration
     threshold: int = Field(ge=0)
 
 
-class Supervision(_Section):
+class Supervision(Section):
     """How `lakehouse` runs a path's queries (shared.streaming.supervise): status, restarts, backoff."""
 
     status_interval_s: float = Field(gt=0)
@@ -195,7 +190,7 @@ class KafkaSourceSettings(Supervision):
 ApplicationConf = dict[str, str | int | float | bool]
 
 
-class RealTimeSettings(_Section):
+class RealTimeSettings(Section):
     """The fast path in Spark's real-time mode (CONTRACT.md, "The rule")."""
 
     #: trigger(realTime=...): how long one long-running batch lasts, so how often offsets and state
@@ -229,7 +224,7 @@ class OperationalConfig(KafkaSourceSettings):
     batches_to_retain: int = Field(ge=1)
 
 
-class AnalyticalTriggers(_Section):
+class AnalyticalTriggers(Section):
     bronze: Duration
     silver: Duration
     gold: Duration
@@ -248,7 +243,7 @@ class AnalyticalConfig(KafkaSourceSettings):
 ExpectationPolicy = Literal["warn", "drop", "fail"]
 
 
-class QualityConfig(_Section):
+class QualityConfig(Section):
     docs_dir: Path | None
     earliest_event_time: datetime
     max_clock_skew: Duration
@@ -264,14 +259,14 @@ class QualityConfig(_Section):
         return value
 
 
-class BrokerConfig(_Section):
+class BrokerConfig(Section):
     run_dir: Path
     heap_mb: int = Field(ge=128)
     start_timeout_s: float = Field(gt=0)
     stop_timeout_s: float = Field(gt=0)
 
 
-class FastPathClusterConfig(_Section):
+class FastPathClusterConfig(Section):
     """The fast path's cluster beside the medallion's: a standalone cluster runs one Spark version,
     and real-time mode needs the fast path's on its executors."""
 
@@ -283,7 +278,7 @@ class FastPathClusterConfig(_Section):
     worker_cores: int = Field(ge=1)
 
 
-class ClusterConfig(_Section):
+class ClusterConfig(Section):
     run_dir: Path
     host: str = Field(min_length=1)
     master_port: int = Field(ge=1, le=65535)
@@ -297,7 +292,7 @@ class ClusterConfig(_Section):
     fast_path: FastPathClusterConfig
 
 
-class MetricsConfig(_Section):
+class MetricsConfig(Section):
     """The Prometheus endpoint of the long-running commands (shared.metrics)."""
 
     enabled: bool
@@ -315,7 +310,7 @@ class MetricsConfig(_Section):
         return self.operational_port if application == "operational" else self.analytical_port
 
 
-class Config(_Section):
+class Config(Section):
     kafka: KafkaConfig
     storage: StorageConfig
     spark: SparkConfig
@@ -324,6 +319,7 @@ class Config(_Section):
     analytical: AnalyticalConfig
     quality: QualityConfig
     broker: BrokerConfig
+    object_store: EmbeddedStoreConfig
     cluster: ClusterConfig
     metrics: MetricsConfig
 
@@ -383,12 +379,13 @@ def _resolve_local_paths(config: Config) -> Config:
         "kafka": config.kafka.model_copy(update={"security": _anchored(security, "ssl_cafile")}),
         "storage": config.storage.model_copy(update={"root": root}),
         "broker": _anchored(config.broker, "run_dir"),
+        "object_store": _anchored(config.object_store, "run_dir"),
         "cluster": _anchored(config.cluster, "run_dir"),
         "quality": _anchored(config.quality, "docs_dir"),
     })
 
 
-def _anchored(section: _Section, key: str) -> _Section:
+def _anchored(section: Section, key: str) -> Section:
     """`section` with its path `key`, when set and relative, taken from the project root."""
     path = getattr(section, key)
     if path is None or path.is_absolute():

@@ -16,9 +16,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from shared.errors import ConfigError
+
+class Section(BaseModel):
+    """A section of the configuration: a key it does not declare is a typo, said as one."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
 
 _ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 

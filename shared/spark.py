@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Literal
 
 from shared import PROJECT_ROOT
 from shared.config import Config
+from shared.object_store import S3Access, is_s3, require_reachable
 from shared.storage import local_folder
 from shared.jvm import class_archive_option, jars, java_executable
 from shared.processes import dying_with_parent
@@ -110,6 +111,8 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
     if local_folder(config.storage.root) is not None:
         settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
+    if is_s3(config.storage.root):
+        settings |= S3Access.of(config.storage.s3).spark_settings()
     settings |= {key: str(value) for key, value in spark.conf.items()}
     if application == "operational" and config.operational.mode == "real-time":
         settings |= real_time_conf(config)
@@ -147,6 +150,7 @@ def spark_session(config: Config, class_archive: bool = True, application: Appli
                   in_driver: bool = False):
     """Build (or return this process's) SparkSession for `config` (`class_archive`, `application`,
     `in_driver`: see spark_conf)."""
+    require_reachable(config.storage.root, config.storage.s3)  # one line now, not a stack trace from a query
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # This runtime's own Spark, whatever the environment says: PySpark launches `$SPARK_HOME/bin/spark-submit`
     # when SPARK_HOME is set, and this Python against another Spark's JVM fails every query start.

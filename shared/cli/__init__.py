@@ -17,10 +17,11 @@ from collections.abc import Sequence
 from shared.cli.common import say
 from shared.config import load_config
 from shared.errors import LakehouseError
-from shared.cli import benchmarks, broker, cluster, fast_path, general, medallion, quality, questions, traffic
+from shared.cli import (benchmarks, broker, cluster, fast_path, general, medallion, quality, questions, storage,
+                        traffic)
 
 #: In the order `lakehouse --help` lists them.
-AREAS = (broker, cluster, traffic, fast_path, medallion, questions, quality, benchmarks, general)
+AREAS = (broker, storage, cluster, traffic, fast_path, medallion, questions, quality, benchmarks, general)
 
 
 def build_parser() -> argparse.ArgumentParser:

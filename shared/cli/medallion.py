@@ -90,7 +90,7 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     if root is not None:  # DuckDB in this process: no JVM to start
         from analytical.sql import SqlLake, duckdb_spelling, sql_name
 
-        lake = SqlLake(root)
+        lake = SqlLake(root, s3=config.storage.s3)
         if sql_name(TABLE) not in lake.tables:
             raise missing
         _, rows = lake.answer(duckdb_spelling(SUMMARY_SQL, progress=TABLE), {"since": since})

@@ -1,5 +1,5 @@
 """`lakehouse query` and `lakehouse sql`: questions over the tables, in this process (DuckDB over
-delta-rs, no JVM) where the lake is a local folder, or by Spark."""
+delta-rs, no JVM) from a local folder or S3, or by Spark."""
 
 from __future__ import annotations
 
@@ -9,22 +9,25 @@ from typing import Any
 from shared.cli.common import instant, output_options, positive, print_rows, say, window_range_options
 from shared.config import Config
 from shared.errors import ConfigError, LakehouseError
+from shared.object_store import is_s3, require_reachable
 from shared.storage import local_folder
 
 ENGINES = ("auto", "duckdb", "spark")
 
 
 def in_process_root(config: Config) -> str | None:
-    """The lake's local folder when the in-process engine can read it (and is installed), else None."""
-    root = local_folder(config.storage.root)
-    if root is None:
+    """The lake's root when the in-process engine can read it (a local folder or S3) and is installed,
+    else None; an S3 root's bucket is checked first, so a store that cannot answer is said in one line."""
+    if local_folder(config.storage.root) is None and not is_s3(config.storage.root):
         return None
     try:
         import deltalake  # noqa: F401
         import duckdb  # noqa: F401
     except ImportError:
         return None
-    return str(root)
+    require_reachable(config.storage.root, config.storage.s3)
+    local = local_folder(config.storage.root)
+    return config.storage.root if local is None else str(local)
 
 
 def _engine(config: Config, asked: str) -> str:
@@ -34,8 +37,8 @@ def _engine(config: Config, asked: str) -> str:
     if root is not None:
         return "duckdb"
     if asked == "duckdb":
-        raise ConfigError(f"storage.root: {config.storage.root} is not a local folder (or the readers extra is "
-                          "not installed): the in-process engine cannot read it; use --engine spark")
+        raise ConfigError(f"the in-process engine reads a local folder or S3 (storage.root: {config.storage.root}) "
+                          "and needs the readers extra (`make setup`, or pip install -e '.[readers]'); use --engine spark")
     return "spark"
 
 
@@ -51,7 +54,7 @@ def cmd_query(config: Config, args: argparse.Namespace) -> int:
         table = sql_name(trends.GOLD_PAGE_CLICKS_5S)
         as_of = None if args.as_of is None or args.as_of.isdigit() else instant(args.as_of)
         versions = {table: int(args.as_of)} if args.as_of and args.as_of.isdigit() else {}
-        lake = SqlLake(in_process_root(config), as_of=as_of, versions=versions)
+        lake = SqlLake(in_process_root(config), as_of=as_of, versions=versions, s3=config.storage.s3)
         if table not in lake.tables:
             raise LakehouseError(f"there is no Delta table {trends.GOLD_PAGE_CLICKS_5S} under {config.storage.root}: "
                                  "run `lakehouse analytical --available-now` to build it")
@@ -85,9 +88,9 @@ def cmd_sql(config: Config, args: argparse.Namespace) -> int:
 
     root = in_process_root(config)
     if root is None:
-        raise ConfigError(f"storage.root: {config.storage.root} is not a local folder (or the readers extra is not "
-                          "installed), and lakehouse sql reads local lakes in this process only")
-    lake = SqlLake(root, as_of=args.as_of, versions=dict(args.version or []))
+        raise ConfigError(f"lakehouse sql reads a local folder or S3 (storage.root: {config.storage.root}) and needs "
+                          "the readers extra (`make setup`, or pip install -e '.[readers]')")
+    lake = SqlLake(root, as_of=args.as_of, versions=dict(args.version or []), s3=config.storage.s3)
     columns, rows = lake.answer(args.query)
     moment = f" as of {args.as_of.isoformat()}" if args.as_of else ""
     say(f"{len(rows)} rows (DuckDB over {', '.join(f'{name}@v{version}' for name, version in lake.tables.items())}"
@@ -104,13 +107,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "query", parents=[common], help="historical trend questions on gold, with time travel",
         description="Answer a question from gold/page_clicks_5s. Times are ISO-8601 (UTC unless a zone is given); "
         "a window belongs to [--from, --to) by its start. Each question is one SQL text run by DuckDB in this "
-        "process when the lake is a local folder, or by Spark (--engine spark, and for any other storage root).")
+        "process (a local folder or S3), or by Spark (--engine spark).")
     questions = query.add_subparsers(dest="question", metavar="QUESTION", required=True)
     query_options = argparse.ArgumentParser(add_help=False, parents=[window_range_options(), output])
     query_options.add_argument("--as-of", metavar="VERSION|TIMESTAMP",
                                help="read gold as it was at this Delta version or timestamp (time travel)")
     query_options.add_argument("--engine", choices=ENGINES, default="auto",
-                               help="auto (default): DuckDB in this process for a local lake, else Spark")
+                               help="auto (default): DuckDB in this process when the readers extra is installed, else Spark")
     top = questions.add_parser("top-pages", parents=[common, query_options], help="pages with the most clicks",
                                description="The pages with the most clicks in the range, with hot windows and peak.")
     top.add_argument("--limit", type=positive(int), default=10)
