@@ -245,6 +245,14 @@ def stop_and_await_jvm(spark: "SparkSession") -> None:
 
 
 def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
+    from pyspark import SparkContext
+
+    if jvm.poll() is None and SparkContext._gateway is None:
+        # Its start was interrupted (a stop while the command started): it never reached the stage
+        # where it reads its stdin, and nothing of it needs a clean shutdown.
+        jvm.kill()
+        jvm.wait()
+        return
     if jvm.poll() is None and jvm.stdin is not None:
         _quiet_accumulator_server()
         _stop_calling_the_jvm()
