@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(JARS)/broker/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m shared.prerequisites
@@ -38,13 +38,13 @@ $(FAST_BIN)/.installed: pyproject.toml constraints-fast.txt
 	@touch $@
 
 $(JARS)/spark/.resolved: pom.xml
-	@echo "setup: Spark's jars (Kafka connector, Delta) with Maven into $(JARS)/spark"
+	@echo "setup: Spark's jars (Kafka connector, Delta, S3A) with Maven into $(JARS)/spark"
 	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
 	@$(MVN) $(MVN_ARGS)$(JARS)/spark -P spark
 	@touch $@
 
 $(JARS)/fast/.resolved: pom.xml
-	@echo "setup: the fast path's Spark jars (Kafka connector) with Maven into $(JARS)/fast"
+	@echo "setup: the fast path's Spark jars (Kafka connector, S3A) with Maven into $(JARS)/fast"
 	@rm -rf $(JARS)/fast && mkdir -p $(JARS)/fast
 	@$(MVN) $(MVN_ARGS)$(JARS)/fast -P fast
 	@touch $@
@@ -58,6 +58,12 @@ $(JARS)/broker/.resolved: pom.xml
 	@echo "setup: the Kafka broker's jars with Maven into $(JARS)/broker"
 	@rm -rf $(JARS)/broker && mkdir -p $(JARS)/broker
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
+	@touch $@
+
+$(JARS)/s3proxy/.resolved: pom.xml
+	@echo "setup: the S3Proxy object store's jars with Maven into $(JARS)/s3proxy"
+	@rm -rf $(JARS)/s3proxy && mkdir -p $(JARS)/s3proxy
+	@$(MVN) $(MVN_ARGS)$(JARS)/s3proxy -P s3proxy
 	@touch $@
 
 # Prometheus and promtool for the monitoring tests (conf/prometheus/): found on the PATH, or Debian's

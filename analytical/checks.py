@@ -21,8 +21,7 @@ from analytical.registry import TABLES
 from analytical.tables import Table, read_table
 from shared.config import Config
 from shared.progress import tracked
-from shared.storage import local_folder
-from shared.errors import LakehouseError
+from shared.storage import local_side
 
 Report = Callable[[str], None]
 _SOURCE = "lakehouse"
@@ -35,14 +34,11 @@ def suites(config: Config, tables: Sequence[Table] = TABLES) -> list[Suite]:
 
 
 def project_dir(config: Config) -> Path:
-    """Where the Great Expectations project (and its Data Docs) lives: a local folder."""
+    """Where the Great Expectations project (and its Data Docs) lives: a local folder, beside a local
+    root's tables, else on this machine (`local_side`)."""
     if config.quality.docs_dir is not None:
         return config.quality.docs_dir
-    root = local_folder(config.storage.root)
-    if root is None:
-        raise LakehouseError(f"storage.root is {config.storage.root}: set quality.docs_dir to a local folder "
-                             "for the Great Expectations project and its Data Docs")
-    return root / "_quality"
+    return local_side(config.storage.root, "_quality")
 
 
 def check(spark: SparkSession, config: Config, report: Report,

@@ -28,8 +28,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from shared import PROJECT_ROOT
-from shared.storage import local_folder
+from shared.storage import local_folder, local_side
 from shared.errors import LakehouseError
 
 
@@ -89,15 +88,8 @@ def _exists(spark: SparkSession, folder: str) -> bool:
 LOCK_SUFFIX = ".lock"
 
 
-#: Where the locks of an object-store root's checkpoints live on this machine (by bucket and prefix).
-OBJECT_STORE_LOCKS = PROJECT_ROOT / ".run" / "locks"
-
-
 def _lock_folder(storage_root: str) -> Path:
-    local = local_folder(storage_root)
-    if local is not None:
-        return local / "_checkpoints"
-    return OBJECT_STORE_LOCKS.joinpath(*storage_root.partition("://")[2].strip("/").split("/")) / "_checkpoints"
+    return local_side(storage_root, "_checkpoints")
 
 
 def empty_keeping_locks(storage_root: str) -> None:
@@ -147,7 +139,7 @@ def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[s
     the kernel when the process ends however it ends. Its Spark JVM (`Locks.record_jvm`) may run a
     little longer, still writing to the checkpoints: a new holder waits for that JVM to end
     (`orphan_grace_s`), then kills it. An object store cannot hold such a lock: an object-store
-    root's locks are files on this machine (`OBJECT_STORE_LOCKS`), so they keep a second writer
+    root's locks are files on this machine (`shared.storage.local_side`), so they keep a second writer
     off only here; across machines the deployment runs one writer per checkpoint (DEPLOYMENT.md).
     """
     folder = _lock_folder(storage_root)

@@ -10,6 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
+from shared import PROJECT_ROOT
+
+#: Where the local companions of a remote root's (`local_side`) live on this machine.
+REMOTE_ROOTS_HERE = PROJECT_ROOT / ".run" / "remote-roots"
+
 
 def location(root: str, *parts: str) -> str:
     """A location under a storage root (a local path or a URI): the root's own, or another's
@@ -30,3 +35,15 @@ def local_folder(root: str) -> Path | None:
     if parsed.scheme == "file":
         return Path(parsed.path)
     return None if parsed.scheme and "://" in root else Path(root)
+
+
+def local_side(root: str, name: str) -> Path:
+    """A local folder that goes with a storage root: `<root>/<name>` for a local root; for a remote
+    one (`s3a://bucket/prefix`), `.run/remote-roots/s3a/bucket/prefix/<name>` on this machine. What
+    must be a local file lives there: checkpoint locks (an OS file lock), the Great Expectations
+    project and its Data Docs."""
+    local = local_folder(root)
+    if local is not None:
+        return local / name
+    parsed = urlparse(root)
+    return REMOTE_ROOTS_HERE.joinpath(parsed.scheme, parsed.netloc, *parsed.path.strip("/").split("/")) / name

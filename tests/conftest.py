@@ -84,3 +84,37 @@ def config_overrides(broker_overrides, config) -> list[str]:
         f"storage.root={config.storage.root}",
         *TEST_SETTINGS,
     ]
+
+
+#: The run's object store's identity (any values do: the embedded store accepts the configured one).
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "lakehouse-tests", "AWS_SECRET_ACCESS_KEY": uuid.uuid4().hex}
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory, spark) -> list[str]:
+    """--set values (without storage.root) for the run's S3-compatible store: the project's embedded
+    S3Proxy on a free port with a bucket `tests`, started on first use, stopped at the end. Its
+    credentials go into this process's environment, where every command the tests start finds them
+    as a user's shell holds them; the test SparkSession gets the same S3A settings."""
+    import os
+
+    from shared.object_store import S3Access
+    from shared.services.object_store import EmbeddedObjectStore
+
+    os.environ.update(S3_CREDENTIALS)
+    overrides = [f"storage.s3.endpoint=http://127.0.0.1:{free_port()}", "storage.s3.path_style_access=true",
+                 f"object_store.run_dir={tmp_path_factory.mktemp('s3')}"]
+    settings = make_config(*overrides, "storage.root=s3a://tests/")
+    store = EmbeddedObjectStore(settings, log=lambda message: None)
+    store.start()
+    hadoop = spark._jsc.hadoopConfiguration()
+    for key, value in S3Access.of(settings.storage.s3).spark_settings().items():
+        hadoop.set(key.removeprefix("spark.hadoop."), value)
+    yield overrides
+    store.stop(quiet=True)
+
+
+@pytest.fixture
+def s3_root(object_store) -> str:
+    """This test's own storage root on the run's object store."""
+    return f"s3a://tests/{uuid.uuid4().hex[:10]}"

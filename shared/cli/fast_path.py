@@ -19,12 +19,14 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics, wait_until_reachable
     from shared.master_check import require_fit_master
+    from shared.object_store import require_reachable
     from shared.running_queries import activity_line, running_queries
     from shared.runtime import real_time_available
     from shared.streaming import supervise
 
     # before anything starts; a parent that records the progress (--progress-json) has said its note
     require_fit_master(config, note=None if args.progress_json else say)
+    require_reachable(config.storage.root, config.storage.s3)
     if args.wait_for_broker:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])

@@ -16,7 +16,9 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     from analytical import pipeline
     from analytical.registry import STREAMS
     from shared.kafka import ensure_topics, wait_until_reachable
+    from shared.object_store import require_reachable
 
+    require_reachable(config.storage.root, config.storage.s3)  # before anything is written anywhere
     if args.wait_for_broker:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
@@ -37,11 +39,13 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
     from shared.master_check import require_fit_master
+    from shared.object_store import require_reachable
     from shared.processes import FastPathProcess, MedallionProcess
     from shared.runtime import real_time_available
     from shared.streaming import supervise
 
     require_fit_master(config, note=say)  # before anything starts
+    require_reachable(config.storage.root, config.storage.s3)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     if config.operational.mode == "real-time" and not real_time_available():
         say(f"both paths from {config.kafka.topics.clicks}: the fast path (real-time mode, its own runtime) alerting "

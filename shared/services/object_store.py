@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from shared import PROJECT_ROOT
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.jvm import jars, java_executable
@@ -23,6 +24,7 @@ from shared.services.daemon import Daemon, ServiceError, require_free_ports
 from shared.services.tls import write_private
 
 MAIN_CLASS = "org.gaul.s3proxy.Main"
+_LOGBACK = PROJECT_ROOT / "conf" / "s3proxy-logback.xml"
 _LOOPBACK = ("127.0.0.1", "localhost")
 
 
@@ -85,7 +87,8 @@ class EmbeddedObjectStore:
             classpath = ":".join(str(jar) for jar in jars("s3proxy"))
             self._write_properties()
             self._log(f"starting the object store on {self.endpoint}, bucket {self.bucket} (log: {self.log_file})")
-            pid = self._daemon.start([java, f"-Xmx{self.settings.heap_mb}m", "-XX:+UseSerialGC", "-cp", classpath,
+            pid = self._daemon.start([java, f"-Xmx{self.settings.heap_mb}m", "-XX:+UseSerialGC",
+                                      f"-Dlogback.configurationFile={_LOGBACK}", "-cp", classpath,
                                       MAIN_CLASS, "--properties", str(self.properties)],
                                      die_with_caller=die_with_caller)
         try:

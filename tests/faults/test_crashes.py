@@ -38,9 +38,10 @@ from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import read_table
 from operational import hot_pages
-from shared.services.broker import EmbeddedBroker
+from shared.config import with_overrides
 from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
+from shared.services.broker import EmbeddedBroker
 from tests.conftest import make_config
 from tests.faults.traffic import (
     HOT_PAGE,
@@ -132,11 +133,16 @@ def assert_the_medallion_equals_the_truth(spark, config, truth: Truth) -> dict:
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.parametrize("storage", ["local", "object store"])
 def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_alert(
-        spark, config, config_overrides, broker_overrides, tmp_path):
+        spark, config, config_overrides, broker_overrides, tmp_path, storage, request):
     """The nemesis, at random moments under steady traffic: SIGKILL of `lakehouse run` (started again
     at once), SIGKILL of the broker (started again within 20 s), SIGKILL of run twice more. Then the
-    traffic stops, the last run stops cleanly, and a backfill brings the medallion up to date."""
+    traffic stops, the last run stops cleanly, and a backfill brings the medallion up to date. Once
+    with tables and checkpoints in a local folder, once on the run's S3-compatible store."""
+    if storage == "object store":
+        on_s3 = [*request.getfixturevalue("object_store"), f"storage.root={request.getfixturevalue('s3_root')}"]
+        config, config_overrides = with_overrides(config, on_s3), [*config_overrides, *on_s3]
     seed = fault_seed()
     print(f"\nkill schedule seed {seed} ({SEED_VARIABLE}={seed} replays it)", flush=True)
     opts = options(config_overrides)

@@ -3,7 +3,7 @@ roots and settings refused before anything starts."""
 
 import pytest
 
-from shared.checkpoints import OBJECT_STORE_LOCKS, exclusive, holder
+from shared.checkpoints import exclusive, holder
 from shared.config import load_config
 from shared.errors import ConfigError, LakehouseError
 from shared.object_store import S3Access, bucket_and_key, is_s3
@@ -95,13 +95,12 @@ def test_roots_and_buckets():
 
 
 def test_an_object_store_roots_checkpoints_are_locked_on_this_machine(tmp_path, monkeypatch):
-    monkeypatch.setattr("shared.checkpoints.OBJECT_STORE_LOCKS", tmp_path)
+    monkeypatch.setattr("shared.storage.REMOTE_ROOTS_HERE", tmp_path)
     root = "s3a://bucket-for-locks/prefix"
 
     assert holder(root, "bronze_clicks") == "unknown", "nobody here holds it: it may run elsewhere"
     with exclusive(root, ["bronze_clicks"]):
-        assert (tmp_path / "bucket-for-locks" / "prefix" / "_checkpoints" / "bronze_clicks.lock").exists()
+        assert (tmp_path / "s3a" / "bucket-for-locks" / "prefix" / "_checkpoints" / "bronze_clicks.lock").exists()
         with pytest.raises(LakehouseError, match="checkpoint .* is in use by pid"):
             with exclusive(root, ["bronze_clicks"]):
                 pass
-    assert OBJECT_STORE_LOCKS.name == "locks"

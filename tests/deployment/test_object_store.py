@@ -1,0 +1,89 @@
+"""Both paths with every table and checkpoint on an S3-compatible object store (the project's embedded
+S3Proxy, a real server speaking S3 over HTTP): `run` under traffic, a backfill, `check`,
+`reconcile`, `query` and `sql` in both engines, `status`, `maintain`, the tables read from outside
+by deltalake, Polars and DuckDB; and the one-line refusals of a store that cannot be used."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from shared.config import with_overrides
+from shared.storage import local_side
+from tests.conftest import S3_CREDENTIALS, free_port
+from tests.helpers import run_lakehouse
+from tests.readers import assert_every_table_reads_alike
+from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
+                                windows_closed_by_the_newest_click)
+
+pytestmark = pytest.mark.deployment
+
+
+def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_command(
+        spark, config, config_overrides, object_store, s3_root, tmp_path):
+    on_s3 = [*object_store, f"storage.root={s3_root}"]
+    s3_config = with_overrides(config, on_s3)
+    options = run_options([*config_overrides, *on_s3], "operational.mode=real-time",
+                          "operational.real_time.checkpoint_interval=5 seconds")
+
+    output = run_on_crafted_traffic(spark, s3_config, options, tmp_path / "run.log", real_time=True)
+
+    assert "Traceback" not in output
+    assert alerted(s3_config) == expected_alerts(real_time=True)
+    assert gold(spark, s3_config) == expected_windows()
+    for command in (["analytical", "--available-now"], ["check"], ["maintain"]):
+        done = run_lakehouse(*command, *options, timeout=600)
+        assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
+    verdict = json.loads(run_lakehouse("reconcile", "--format", "json", *options).stdout)
+    hot_and_closed = len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))
+    assert (verdict["windowsCompared"], verdict["matched"], verdict["unexplained"]) == (
+        hot_and_closed, hot_and_closed, 0), json.dumps(verdict, indent=1)
+
+    by_engine = {}
+    for engine in ("duckdb", "spark"):
+        answered = run_lakehouse("query", "top-pages", "--engine", engine, "--format", "json", *options)
+        assert answered.returncode == 0, answered.stderr
+        by_engine[engine] = json.loads(answered.stdout)
+    totals = {}
+    for (page, _), count in expected_windows().items():
+        totals[page] = totals.get(page, 0) + count
+    assert by_engine["duckdb"] == by_engine["spark"]
+    assert {row["pageId"]: row["clicks"] for row in by_engine["duckdb"]} == totals
+    sql = run_lakehouse("sql", "SELECT pageId, windowStart, clickCount FROM gold.page_clicks_5s", "--format", "json",
+                        *options)
+    assert sql.returncode == 0, sql.stderr
+    assert {(row["pageId"], datetime.fromisoformat(row["windowStart"].replace("Z", "+00:00"))): row["clickCount"]
+            for row in json.loads(sql.stdout)} == expected_windows()
+    status = run_lakehouse("status", "--format", "json", *options)
+    assert status.returncode == 0, status.stderr
+    assert {row["queryName"] for row in json.loads(status.stdout)} >= {"hot_pages", "bronze_clicks"}
+
+    environment = {**os.environ, "AWS_ENDPOINT_URL": s3_config.storage.s3.endpoint}
+    assert_every_table_reads_alike(spark, s3_root, environment)
+    here = [tmp_path, local_side(s3_root, "")]
+    assert [path for folder in here for path in Path(folder).rglob("_delta_log")] == [], "a table on the local disk"
+    assert [path for folder in here for path in Path(folder).rglob("offsets")] == [], "a checkpoint on the local disk"
+    assert sorted(path.name for path in local_side(s3_root, "").iterdir()) == ["_checkpoints", "_quality"], (
+        "only the checkpoints' locks and the quality project live here")
+
+
+def test_a_store_that_cannot_be_used_is_said_in_one_line_before_spark_starts(
+        config_overrides, object_store, s3_root, tmp_path):
+    def refusal(*settings: str, env: dict[str, str] | None = None) -> str:
+        done = run_lakehouse("analytical", "--available-now", *(f"--set={item}" for item in (
+            *config_overrides, *object_store, f"storage.root={s3_root}", *settings)), env=env, timeout=120)
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        return done.stderr.strip().splitlines()[-1]
+
+    port = free_port()
+    assert refusal(f"storage.s3.endpoint=http://127.0.0.1:{port}").startswith(
+        f"error: no object store answers at http://127.0.0.1:{port}")
+    wrong = {**os.environ, "AWS_SECRET_ACCESS_KEY": "not-" + S3_CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
+    assert "refuses these credentials for bucket tests" in refusal(env=wrong)
+    assert "the bucket no-such-bucket does not exist" in refusal("storage.root=s3a://no-such-bucket/x")
+    assert refusal("storage.root=gs://bucket/x").startswith("error: storage.root: gs://bucket/x has the scheme gs://")
+    assert not list(tmp_path.rglob("*")), "nothing written"
