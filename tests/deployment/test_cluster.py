@@ -1,7 +1,8 @@
 """Both paths on real Spark standalone clusters (`lakehouse cluster`): the medallion's (Spark 4.1, a
 master and two workers) and the fast path's (Spark 4.3, a master and a 4-core worker) on this machine,
 `lakehouse run --config conf/standalone.yaml` as two applications, the fast path in real-time mode,
-the same oracle as local mode, and nothing left running after the stops."""
+every table and checkpoint on the run's S3-compatible store (the workers share no folder with the
+driver), the same oracle as local mode, and nothing left running after the stops."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from shared.config import with_overrides
 from shared.services.cluster import StandaloneCluster
 from tests.conftest import make_config
 from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lakehouse, processes_of as _processes_of
@@ -22,7 +24,10 @@ from tests.run_scenario import alerted, expected_alerts, expected_windows, gold,
 pytestmark = pytest.mark.deployment
 
 def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
-        spark, config, config_overrides, cluster_settings, tmp_path):
+        spark, config, config_overrides, cluster_settings, object_store, s3_root, tmp_path):
+    """With tables and checkpoints on the object store, as on a cluster whose machines share no disk."""
+    on_s3 = [*object_store, f"storage.root={s3_root}"]
+    config, config_overrides = with_overrides(config, on_s3), [*config_overrides, *on_s3]
     cluster_dir = cluster_settings[0].split("=", 1)[1]
     try:
         started = _lakehouse("cluster", "start", settings=cluster_settings)
