@@ -50,7 +50,7 @@ def fast_path_still_counting(spark: SparkSession, config: Config, history: "Fast
     when it cannot: it is stopped and its last batch read every click on the topic."""
     running = _running(spark, config, hot_pages.STREAM.name)
     if running:
-        return (f"the fast path is running ({running}): a batch end after clicks past the window's end "
+        return (f"the fast path {_is_running(running)}: a batch end after clicks past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s closes it")
     if clicks_end is None:
         return f"the end of {config.kafka.topics.clicks} could not be read from the broker"
@@ -68,7 +68,7 @@ def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: di
 
     running = next(filter(None, (_running(spark, config, stream.name) for stream in STREAMS)), None)
     if running:
-        return (f"the medallion is running ({running}): clicks in silver past the window's end "
+        return (f"the medallion {_is_running(running)}: clicks in silver past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s close it")
     catch_up = "run `lakehouse analytical --available-now`"
     bronze_log = read_checkpoint_log(spark, config.checkpoint(bronze_clicks.STREAM.name))
@@ -85,6 +85,12 @@ def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: di
         if newest is not None and (read is None or read < newest):
             return f"{stream.name} has not read {source} up to its version {newest}: {catch_up}"
     return None
+
+
+def _is_running(holder_: str) -> str:
+    if holder_ == "unknown":  # an object-store root's lock is a file on the machine that runs the query
+        return "is not running here and may be running on another machine"
+    return f"is running ({holder_})"
 
 
 def _running(spark: SparkSession, config: Config, query: str) -> str | None:

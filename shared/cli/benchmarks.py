@@ -28,10 +28,12 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     profiles = _profiles(args.configs)
     _load_is_possible(config, [args.rate], args.hot_pages)
     require_reachable(config.kafka)  # before a child process starts its Spark
-    report = latency(passthrough(args), args.rate, args.seconds, args.hot_pages, profiles,
-                     with_medallion=args.with_medallion, scraped=args.scraped)
-    print(json.dumps(report, indent=2))
-    failed = [name for name, result in report["configs"].items() if "error" in result]
+    runs = on_each_root(config, args, lambda options: latency(
+        options, args.rate, args.seconds, args.hot_pages, profiles, with_medallion=args.with_medallion,
+        scraped=args.scraped))
+    print(json.dumps(runs, indent=2))
+    reports = runs["runs"].values() if args.against else [runs]
+    failed = [name for report in reports for name, result in report["configs"].items() if "error" in result]
     if failed:  # the figures of the others are above; this says which run has none, and why (stderr above)
         raise LakehouseError(f"the {', '.join(failed)} run{'s' if len(failed) > 1 else ''} failed")
     return 0
@@ -62,8 +64,29 @@ def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
 def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
     from analytical.benchmarks import backfill_benchmark
 
-    print(json.dumps(backfill_benchmark(passthrough(args), args.events, args.history, args.span), indent=2))
+    print(json.dumps(on_each_root(config, args, lambda options: backfill_benchmark(
+        options, args.events, args.history, args.span)), indent=2))
     return 0
+
+
+def on_each_root(config: Config, args: argparse.Namespace, run: Any) -> dict[str, Any]:
+    """`run(options)`'s report; with --against ROOT, one run on storage.root and one on ROOT, one after
+    the other in this command, as {"runs": {root: report, ...}}: a comparison of two storages (a
+    local folder and an object store) under the same load on the same machine at the same time."""
+    from shared.object_store import require_reachable
+
+    if not args.against:
+        return run(passthrough(args))
+    for root in (config.storage.root, args.against):
+        require_reachable(root, config.storage.s3)
+    return {"runs": {root: run([*passthrough(args), f"--set=storage.root={root}"])
+                     for root in (config.storage.root, args.against)}}
+
+
+def _against_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--against", metavar="ROOT",
+                        help="also run it with storage.root=ROOT (e.g. a local folder against an s3a:// root), "
+                        "right after: one report per root under \"runs\"")
 
 
 def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
@@ -130,6 +153,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                                help="instead of --configs: tuned without its Prometheus endpoint, then with it, scraped "
                                "every second by a real Prometheus (make setup installs it); the p99 ratio is the "
                                "scrape's cost")
+    _against_argument(bench_latency)
     bench_latency.set_defaults(handler=cmd_bench_latency)
     bench_capacity = bench_commands.add_parser(
         "capacity", parents=[common], help="highest delivered rate whose time-to-alert p99 meets an SLA",
@@ -179,4 +203,5 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     bench_backfill.add_argument("--history", type=positive(int), default=10, help="the larger history, in N (default 10)")
     bench_backfill.add_argument("--span", type=positive(float), default=3600.0,
                                 help="seconds of event time each block of N events covers (default 3600)")
+    _against_argument(bench_backfill)
     bench_backfill.set_defaults(handler=cmd_bench_backfill)
