@@ -1,5 +1,5 @@
 """Both paths with every table and checkpoint on an S3-compatible object store (the project's embedded
-S3Proxy, a real server speaking S3 over HTTP): `run` under traffic, a backfill, `check`,
+S3Proxy, a real server speaking S3 over HTTP): `run` under traffic, a backfill, `rebuild`, `check`,
 `reconcile`, `query` and `sql` in both engines, `status`, `maintain`, the tables read from outside
 by deltalake, Polars and DuckDB; and the one-line refusals of a store that cannot be used."""
 
@@ -35,9 +35,12 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
     assert "Traceback" not in output
     assert alerted(s3_config) == expected_alerts(real_time=True)
     assert gold(spark, s3_config) == expected_windows()
-    for command in (["analytical", "--available-now"], ["check"], ["maintain"]):
+    # a backfill, a rebuild of silver and gold from bronze (staged on the store, published in one commit each),
+    # the checks and the maintenance, each as a user runs it
+    for command in (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"]):
         done = run_lakehouse(*command, *options, timeout=600)
         assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
+    assert gold(spark, s3_config) == expected_windows(), "the rebuilt gold"
     verdict = json.loads(run_lakehouse("reconcile", "--format", "json", *options).stdout)
     hot_and_closed = len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))
     assert (verdict["windowsCompared"], verdict["matched"], verdict["unexplained"]) == (
