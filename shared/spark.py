@@ -34,8 +34,8 @@ CHANGELOG_CHECKPOINTING = "spark.sql.streaming.stateStore.rocksdb.changelogCheck
 BATCHES_TO_RETAIN = "spark.sql.streaming.minBatchesToRetain"
 HDFS_PROVIDER = "org.apache.spark.sql.execution.streaming.state.HDFSBackedStateStoreProvider"
 #: Checkpoint writes through Hadoop's FileContext on the local file system rename via
-#: getFileLinkStatus, which forks `readlink` for every file (seen in thread dumps): about 35 ms per
-#: offset-log and commit-log write each micro-batch, and again per state store commit. The
+#: getFileLinkStatus, which forks `readlink` for every file: tens of milliseconds per offset-log
+#: and commit-log write each micro-batch, and again per state store commit. The
 #: FileSystem-based manager renames with java.io.File. Used only for local storage roots.
 LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager"
 

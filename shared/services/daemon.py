@@ -60,8 +60,8 @@ class Daemon:
         if self._process is not None and self._process.pid == pid:
             # Started by this process: its exit status says. Its command line cannot: for a moment
             # after Popen returns, the kernel may still be setting up the new program's arguments,
-            # and /proc/<pid>/cmdline reads empty (seen once in CI: a worker just started was taken
-            # for dead, the start failed and the worker was left running).
+            # and /proc/<pid>/cmdline reads empty: a worker just started would be taken for dead, its
+            # start would fail and the worker be left running.
             return pid if self._process.poll() is None else None
         command = command_line(pid)
         if command and all(part in command for part in self._marker):
