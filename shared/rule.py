@@ -86,8 +86,7 @@ def count_distinct_clicks_per_window(events: DataFrame, window: timedelta) -> Da
     One aggregation whose state is one row per open (page, window) holding the window's set of
     eventIds: a copy within its window counts once, a copy after the window closed is late. Its
     state is as many rows as open windows, where de-duplicating first (`dedupe_clicks`) keeps every
-    eventId of two watermarks and probes it per record, about twice the batch time (the fast
-    path's README has the figures). A stream must declare its watermark first
+    eventId of two watermarks and probes it per record, which nearly doubles the batch time. A stream must declare its watermark first
     (`with_event_time_watermark`): it closes the windows and drops their sets.
     """
     distinct = F.size(F.collect_set("eventId")).cast("long")
