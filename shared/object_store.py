@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -93,8 +93,8 @@ class S3Access:
     endpoint: str | None
     region: str
     access_key_id: str | None
-    secret_access_key: str | None
-    session_token: str | None
+    secret_access_key: str | None = field(repr=False)  # never in a log line or a traceback
+    session_token: str | None = field(repr=False)
     path_style_access: bool
 
     @classmethod

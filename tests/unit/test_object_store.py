@@ -104,3 +104,14 @@ def test_an_object_store_roots_checkpoints_are_locked_on_this_machine(tmp_path, 
         with pytest.raises(LakehouseError, match="checkpoint .* is in use by pid"):
             with exclusive(root, ["bronze_clicks"]):
                 pass
+
+
+def test_the_secret_shows_neither_in_the_settings_repr_nor_in_the_effective_config(monkeypatch):
+    from shared.config import render
+
+    monkeypatch.setenv("MY_S3_SECRET", "do-not-print-me")
+    config = load_config(None, [*S3_PROFILE, "storage.s3.access_key_id=id",
+                                "storage.s3.secret_access_key=${MY_S3_SECRET}"])
+
+    assert S3Access.of(config.storage.s3, {}).secret_access_key == "do-not-print-me"
+    assert "do-not-print-me" not in repr(S3Access.of(config.storage.s3, {})) + render(config)
