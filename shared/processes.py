@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import json
+import logging
 import os
 import shutil
 import signal
@@ -78,8 +79,16 @@ def die_with_parent() -> None:
 def stop_signals_interrupt() -> None:
     """SIGTERM interrupts as Ctrl-C does (KeyboardInterrupt) until a command listens for stop requests
     (`shared.streaming.StopRequest`): a stop that arrives while a command is still starting unwinds
-    through its cleanup and ends it cleanly, instead of ending the process where it stands."""
+    through its cleanup and ends it cleanly, instead of ending the process where it stands.
+
+    Py4J logs an interrupted call to the JVM as an error with its traceback; here that is the stop
+    the command asked for, and the command says so itself, so that record is dropped."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    logging.getLogger().addFilter(_not_an_interrupted_jvm_call)
+
+
+def _not_an_interrupted_jvm_call(record: logging.LogRecord) -> bool:
+    return record.getMessage() != "KeyboardInterrupt while sending command."
 
 
 def dying_with_parent(command: Sequence[str]) -> list[str]:
