@@ -169,6 +169,8 @@ def spark_session(config: Config, class_archive: bool = True, application: Appli
     noise = JVM_NOISE if config.spark.known_warnings == "hide" else ()
     with _stdout_to_stderr(), _jvm_dying_with_this_process(noise):  # the JVM starts now
         session = builder.getOrCreate()
+    global _session_made
+    _session_made = True
     session.sparkContext.setLogLevel(config.spark.log_level)
     return session
 
@@ -181,6 +183,8 @@ def _on_loopback(master: str) -> bool:
 
 
 _launched_jvm: "subprocess.Popen | None" = None
+#: Whether this process's session was made (the JVM it launched reached a working SparkContext).
+_session_made = False
 
 #: What the JVM itself prints that no user can act on (log4j's own noise is filtered in
 #: conf/log4j2.properties): Spark's launcher always adds the incubating vector module, and the JVM
@@ -245,11 +249,9 @@ def stop_and_await_jvm(spark: "SparkSession") -> None:
 
 
 def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
-    from pyspark import SparkContext
-
-    if jvm.poll() is None and SparkContext._gateway is None:
-        # Its start was interrupted (a stop while the command started): it never reached the stage
-        # where it reads its stdin, and nothing of it needs a clean shutdown.
+    if jvm.poll() is None and not _session_made:
+        # Its start was interrupted (a stop while the command started): it may not read its stdin
+        # yet, its shutdown hooks would fail on the half-made context, and nothing ran to shut down.
         jvm.kill()
         jvm.wait()
         return
