@@ -362,7 +362,7 @@ def _verdict(rows: list, threshold: int, book: AlertBook, history: FastPathHisto
         "operational": {"batchesInHistory": history.batches, "firstBatch": history.first_batch},
         "gold": {"silverVersionRead": silver_version},
         "closedUpTo": datetime.fromtimestamp(closed_ms / 1000, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        if closed_ms >= 0 else None,
+        if closed_ms > 0 else None,  # a watermark of 0 has seen no event
     }
 
 

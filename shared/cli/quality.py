@@ -54,6 +54,14 @@ def cmd_reconcile(config: Config, args: argparse.Namespace) -> int:
     return 0 if result["consistent"] else 1
 
 
+def _closed_text(result: dict[str, Any]) -> str:
+    if not result["pending"]:
+        return "every window closed in both paths"
+    if result["closedUpTo"] is None:
+        return "the watermarks have closed no window in both paths yet"
+    return f"the watermarks have closed windows in both paths up to {result['closedUpTo']}"
+
+
 def _reconciliation_text(result: dict[str, Any]) -> str:
     """The reconciliation as people read it: the counts, each mismatch, each cause, the verdict."""
     from analytical.reconciliation import CAUSES
@@ -62,7 +70,7 @@ def _reconciliation_text(result: dict[str, Any]) -> str:
     lines = [f"windows compared {result['windowsCompared']}, matched {result['matched']}, "
              f"pending {result['pending']}, mismatches {len(result['mismatches'])}, unexplained {result['unexplained']}"
              + (f", outside the fast path's kept history {outside}" if outside else ""),
-             f"closed in both paths up to {result['closedUpTo']}; "
+             _closed_text(result) + "; "
              f"{result['alertRecords']} alert records ({result['invalidAlertRecords']} invalid)"]
     if result["mismatches"]:
         lines += ["", table(result["mismatches"], ["windowStart", "pageId", "operationalCount", "goldCount", "cause"]), ""]

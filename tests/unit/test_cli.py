@@ -85,3 +85,22 @@ def test_every_command_that_prints_a_result_takes_one_format_option(command, cap
     with pytest.raises(SystemExit):
         build_parser().parse_args([*command, "--help"])
     assert "--format {table,json,csv}" in capsys.readouterr().out
+
+
+def _verdict(pending: list[dict], closed_up_to: str | None) -> dict:
+    return {"windowsCompared": 3, "matched": 3, "pending": len(pending), "pendingWindows": pending,
+            "mismatches": [], "byCause": {}, "unexplained": 0, "consistent": True, "outsideHistory": 0,
+            "alertRecords": 7, "invalidAlertRecords": 0, "closedUpTo": closed_up_to}
+
+
+def test_the_reconciliation_says_every_window_is_closed_when_none_is_pending():
+    from shared.cli.quality import _reconciliation_text
+
+    closed = _reconciliation_text(_verdict([], None))
+    waiting = _reconciliation_text(_verdict([{"pageId": "/a", "windowStart": "2026-11-26T00:00:05.000Z",
+                                              "operationalCount": 9, "goldCount": 8, "openIn": ["gold"],
+                                              "why": {"gold": "the medallion is running"}}], None))
+
+    assert "every window closed in both paths" in closed and "None" not in closed
+    assert "the watermarks have closed no window in both paths yet" in waiting
+    assert "open in the gold: the medallion is running" in waiting
