@@ -21,7 +21,7 @@ help:  ## list the targets
 setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
-	@$(PYTHON) -m shared.prerequisites
+	@$(PYTHON) -m lakehouse.prerequisites
 
 $(BIN)/.installed: pyproject.toml constraints.txt
 	@echo "setup: virtualenv and Python packages (first run downloads pyspark, ~1-2 min)"
@@ -51,7 +51,7 @@ $(JARS)/fast/.resolved: pom.xml
 
 $(JARS)/class-archive/.written: $(BIN)/.installed $(JARS)/spark/.resolved
 	@echo "setup: the Spark JVM's class-data archive (about 40 s once; every command then starts ~8 s sooner)"
-	@$(BIN)/python -m shared.class_archive
+	@$(BIN)/python -m lakehouse.class_archive
 	@mkdir -p $(JARS)/class-archive && touch $@
 
 $(JARS)/broker/.resolved: pom.xml
@@ -71,7 +71,7 @@ $(JARS)/s3proxy/.resolved: pom.xml
 # apt-get, no network) it says why and set-up goes on; those tests then skip with the reason. Tried
 # once; `rm $(TOOLS)/prometheus/.checked` to try again.
 $(TOOLS)/prometheus/.checked: $(BIN)/.installed
-	@$(BIN)/python -m shared.services.prometheus install || echo "setup: Prometheus not installed (optional)"
+	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
 test: setup  ## unit and integration tests (real broker, Spark, Delta) in both runtimes; the crash suite is `make test-faults`

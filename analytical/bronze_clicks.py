@@ -34,7 +34,6 @@ from pyspark.sql.types import (
 from analytical.tables import Table
 from shared.config import Config
 from shared.kafka import read_clicks_stream
-from shared.streaming import Stream
 
 #: The Kafka timestamp's column here (a Kafka source calls it `timestamp`).
 KAFKA_TIMESTAMP = "kafkaTimestamp"
@@ -86,4 +85,4 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     )
 
 
-STREAM = Stream("bronze_clicks", "bronze", writer, writes=(TABLE,))
+STREAM = TABLE.stream(writer)

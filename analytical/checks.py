@@ -30,7 +30,7 @@ _WHOLE_TABLE = "whole table"
 
 def suites(config: Config, tables: Sequence[Table] = TABLES) -> list[Suite]:
     """The suite of every table that declares one, in the registry's order."""
-    return [table.suite(config) for table in tables if table.suite is not None]
+    return [table.suite(config) for table in tables if table.expectations is not None]
 
 
 def project_dir(config: Config) -> Path:

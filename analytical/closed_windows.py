@@ -9,26 +9,16 @@ or None when it cannot.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import SparkSession
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
+from analytical.fast_path_history import FastPathHistory, kafka_offsets
 from analytical.tables import is_delta_table, table_path
-from operational import hot_pages
+from shared.alerts import ALERTING_QUERY
 from shared.broker_readings import BrokerOffsets
 from shared.checkpoints import holder, read_checkpoint_log
 from shared.config import Config
-
-if TYPE_CHECKING:
-    from analytical.reconciliation import FastPathHistory
-
-
-def kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
-    """{partition: offset} for `topic` from a Kafka source offset ({"topic": {"0": 42}})."""
-    if not isinstance(offsets, dict):
-        return {}
-    return {int(partition): max(int(offset), 0) for partition, offset in offsets.get(topic, {}).items()}
 
 
 def topic_end(config: Config) -> dict[int, int] | None:
@@ -45,10 +35,10 @@ def _unread(read_up_to: dict[int, int], ends: dict[int, int]) -> int:
     return sum(max(end - read_up_to.get(partition, 0), 0) for partition, end in ends.items())
 
 
-def fast_path_still_counting(spark: SparkSession, config: Config, history: "FastPathHistory", clicks_end: dict[int, int] | None) -> str | None:
+def fast_path_still_counting(spark: SparkSession, config: Config, history: FastPathHistory, clicks_end: dict[int, int] | None) -> str | None:
     """Why the fast path may still change the count of a window its watermark has not closed; None
     when it cannot: it is stopped and its last batch read every click on the topic."""
-    running = _running(spark, config, hot_pages.STREAM.name)
+    running = _running(spark, config, ALERTING_QUERY)
     if running:
         return (f"the fast path {_is_running(running)}: a batch end after clicks past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s closes it")

@@ -25,7 +25,6 @@ from analytical.quality import Suite, between, equal, not_null, unique
 from analytical.tables import Prune, Table, checked_upsert_stream
 from shared.config import Config, HotPagesConfig
 from shared.rule import count_clicks_per_window, is_hot, mark_hot, with_event_time_watermark
-from shared.streaming import Stream
 
 KEYS = ("pageId", "windowStart")
 
@@ -36,7 +35,6 @@ def suite(config: Config) -> Suite:
     hot = config.hot_pages
     seconds = hot.window.total_seconds()
     return Suite(
-        "gold/page_clicks_5s",
         on_write=(
             not_null("pageId"),
             not_null("windowStart"),
@@ -86,6 +84,6 @@ TABLE = Table(
     # The MERGE's window range, and time-clustered files: a correction (within the watermark, so to
     # the newest windows) rewrites the newest file, never one that mixes them with history.
     z_order=("windowStart",),
-    suite=suite,
+    expectations=suite,
 )
-STREAM = Stream("gold_page_clicks_5s", "gold", writer, writes=(TABLE,), policy="fail")
+STREAM = TABLE.stream(writer, policy="fail")

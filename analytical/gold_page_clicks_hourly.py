@@ -26,9 +26,9 @@ from analytical import gold_page_clicks_5s
 from analytical.gold_page_clicks_5s import read_silver
 from analytical.quality import Suite, between, equal, not_null, unique
 from analytical.tables import Prune, Table, checked_upsert_stream
-from shared.config import Config, HotPagesConfig, spark_interval
+from shared.config import Config, HotPagesConfig
+from shared.durations import spark_interval
 from shared.rule import counts_per_window, is_hot
-from shared.streaming import Stream
 
 KEYS = ("pageId", "hourStart")
 HOUR = timedelta(hours=1)
@@ -59,7 +59,6 @@ def suite(config: Config) -> Suite:
     the sum, the hot windows and the peak of its 5-second windows."""
     windows_per_hour = int(HOUR / config.hot_pages.window)
     return Suite(
-        "gold/page_clicks_hourly",
         on_write=(
             not_null("pageId"),
             not_null("hourStart"),
@@ -111,6 +110,6 @@ TABLE = Table(
         StructField("peakWindowClicks", LongType()),
     ]),
     z_order=("hourStart",),  # as gold/page_clicks_5s: a correction rewrites the newest file only
-    suite=suite,
+    expectations=suite,
 )
-STREAM = Stream("gold_page_clicks_hourly", "gold", writer, writes=(TABLE,), policy="fail")
+STREAM = TABLE.stream(writer, policy="fail")

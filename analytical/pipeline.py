@@ -21,7 +21,8 @@ from pyspark.sql.streaming import StreamingQuery
 
 from analytical.registry import STREAMS, check_policies, in_layer
 from analytical.tables import delete_path, is_delta_table, move_path
-from shared.config import Config, spark_interval
+from shared.config import Config
+from shared.durations import spark_interval
 from shared.errors import LakehouseError
 from shared.progress import Progress
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf

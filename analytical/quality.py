@@ -120,11 +120,12 @@ class Suite:
     reader of the other tables.
     """
 
-    table: str
     on_write: tuple[Expectation, ...]
     on_table: tuple[Expectation, ...] = ()
     derive: Callable[[DataFrame], DataFrame] = lambda rows: rows
     table_view: Callable[[DataFrame, Callable[[str], DataFrame]], DataFrame] | None = None
+    #: The table's path: its declaration fills it in (analytical.tables.Table.suite).
+    table: str = ""
 
     @property
     def name(self) -> str:

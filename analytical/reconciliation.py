@@ -35,7 +35,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -43,14 +42,14 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.closed_windows import (fast_path_still_counting, kafka_offsets, medallion_still_counting,
-                                       topic_end, version_read_by)
-from analytical.tables import read_table
-from operational import hot_pages
-from operational.alerts_topic import AlertBook, latest_alerts
-from shared.checkpoints import CheckpointLog, read_checkpoint_log
-from shared.config import Config
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
+from analytical.closed_windows import fast_path_still_counting, medallion_still_counting, topic_end, version_read_by
+from analytical.fast_path_history import FastPathHistory
+from analytical.tables import read_table
+from shared.alerts import ALERTING_QUERY
+from shared.alerts_topic import AlertBook, latest_alerts
+from shared.checkpoints import read_checkpoint_log
+from shared.config import Config
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import DISTINCT_PER, alerted_count, assign_window
 from shared.schema import ALERT_TIMESTAMP_FORMAT
@@ -78,41 +77,6 @@ _OUTPUT_TIME = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 _WINDOW = ["pageId", "windowStart", "windowEnd"]
 
 
-@dataclass(frozen=True)
-class FastPathHistory:
-    """Per Kafka partition, the offset ranges of the hot-pages micro-batches, with their watermarks."""
-
-    ranges: list[tuple[int, int, int, int, int, int]]  # partition, start, end, batchId, lateWm, evictWm
-    closed_up_to_ms: int | None  # windows ending at or before this are final in the fast path
-    batches: int
-    first_batch: int | None
-    read_up_to: dict[int, int] = field(default_factory=dict)  # per partition, where its last committed batch read to
-
-    @classmethod
-    def from_log(cls, log: CheckpointLog | None, topic: str) -> "FastPathHistory":
-        if log is None:
-            return cls([], None, 0, None, {})
-        ranges = []
-        previous = None
-        for batch in log.batches:
-            ends = kafka_offsets(batch.end_offsets[0] if batch.end_offsets else None, topic)
-            if previous is not None and previous.batch_id == batch.batch_id - 1:
-                starts, late_ms = kafka_offsets(previous.end_offsets[0], topic), previous.watermark_ms
-            elif batch.batch_id == 0:
-                starts, late_ms = kafka_offsets(log.initial_offsets, topic), 0
-            else:  # its predecessor's entry was purged: the batch's start and late watermark are unknown
-                starts, late_ms = {}, None
-            for partition, end in ends.items():
-                start = starts.get(partition, 0 if late_ms is not None else -1)
-                ranges.append((partition, max(start, 0), end, batch.batch_id,
-                               -1 if late_ms is None else late_ms, batch.watermark_ms))
-            previous = batch
-        last = log.last_committed
-        read_up_to = kafka_offsets(last.end_offsets[0] if last and last.end_offsets else log.initial_offsets, topic)
-        return cls(ranges, last.watermark_ms if last else None, len(log.batches),
-                   log.batches[0].batch_id if log.batches else None, read_up_to)
-
-
 def reconcile(spark: SparkSession, config: Config, start: datetime | None = None,
               end: datetime | None = None) -> dict[str, Any]:
     """The reconciliation as a JSON-ready dict (keys in CONTRACT.md, "Reconciliation")."""
@@ -123,7 +87,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     silver = read_table(spark, root, silver_clicks.TABLE, None if silver_version is None else str(silver_version))
     bronze = read_table(spark, root, bronze_clicks.TABLE)
     book = latest_alerts(config.kafka, config.kafka.topics.alerts)
-    history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(hot_pages.STREAM.name)),
+    history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(ALERTING_QUERY)),
                                        config.kafka.topics.clicks)
 
     events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, _horizon(config))

@@ -7,7 +7,7 @@ suite. This module only puts the streams in dependency order. Running, backfilli
 (analytical.maintenance), the `quality.policies` keys, `lakehouse run`'s latency benchmark and the
 tests all read these lists.
 
-A new table is one module that declares its `TABLE` and `STREAM`, and one line in `STREAMS`.
+CONTRIBUTING.md says how to add a table.
 """
 
 from __future__ import annotations

@@ -46,11 +46,11 @@ from analytical.quality import (
 from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.tables import Prune, Table, cached, insert_new
-from shared.config import Config, spark_interval
+from shared.config import Config
+from shared.durations import spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
 from shared.rule import dedupe_clicks, same_event
 from shared.schema import EVENT_SCHEMA, MAX_PAGE_ID_LENGTH, InvalidReason
-from shared.streaming import Stream
 
 KAFKA_COORDINATES = ["topic", "partition", "offset", KAFKA_TIMESTAMP, "ingestTime"]
 #: The Kafka coordinates' columns as bronze declares them.
@@ -73,7 +73,6 @@ def suite(config: Config) -> Suite:
     quality = config.quality
     skew_seconds = quality.max_clock_skew.total_seconds()
     return Suite(
-        "silver/clicks",
         on_write=(
             not_null("eventId"),
             not_null("pageId"),
@@ -92,7 +91,6 @@ def suite(config: Config) -> Suite:
 def quarantine_suite(config: Config) -> Suite:
     """Every quarantined record has a reason from the documented set and its Kafka coordinates."""
     return Suite(
-        "silver/quarantine",
         on_write=(
             not_null("reason"),
             in_set("reasonDocumented", "reason", [reason.value for reason in InvalidReason]),
@@ -105,7 +103,7 @@ def quarantine_suite(config: Config) -> Suite:
 def with_silver_expectations(parsed: DataFrame, config: Config) -> DataFrame:
     """Check the valid events as the stream reads them; under `drop`, make the failing ones invalid."""
     policy = STREAM.expectation_policy(config)
-    checked = parsed.transform(with_expectations, suite(config), policy, metrics_name(STREAM.name),
+    checked = parsed.transform(with_expectations, TABLE.suite(config), policy, metrics_name(STREAM.name),
                                applies=F.col("invalidReason").isNull())
     if policy != "drop":
         return checked.drop(FAILED_EXPECTATION)
@@ -165,7 +163,7 @@ TABLE = Table(
     StructType([*(StructField(field.name, field.dataType) for field in EVENT_SCHEMA.fields), *_COORDINATE_FIELDS]),
     stats_columns=("eventTime", "pageId", KAFKA_TIMESTAMP),
     z_order=("eventTime",),  # the MERGE finds an event's copies by an eventTime range
-    suite=suite,
+    expectations=suite,
 )
 QUARANTINE = Table(
     "silver/quarantine",
@@ -176,6 +174,6 @@ QUARANTINE = Table(
         *_COORDINATE_FIELDS,
     ]),
     stats_columns=("offset", KAFKA_TIMESTAMP, "ingestTime"),
-    suite=quarantine_suite,
+    expectations=quarantine_suite,
 )
-STREAM = Stream("silver_clicks", "silver", writer, writes=(TABLE, QUARANTINE), policy="drop")
+STREAM = TABLE.stream(writer, also_writes=(QUARANTINE,), policy="drop")

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -25,10 +25,10 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructField, StructType, TimestampType
 
 from analytical.quality import Suite, metrics_name, passing, with_expectations
-from shared.config import Config
+from shared.config import Config, ExpectationPolicy
 from shared.errors import LakehouseError
 from shared.storage import location
-from shared.streaming import Stream
+from shared.streaming import Stream, Writer
 
 #: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"
@@ -53,10 +53,28 @@ class Table:
     #: `lakehouse maintain` Z-orders by these; empty: compaction only.
     z_order: tuple[str, ...] = ()
     #: Its expectations (analytical.quality): what its stream checks and `lakehouse check` validates.
-    suite: Callable[[Config], Suite] | None = None
+    expectations: Callable[[Config], Suite] | None = None
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def layer(self) -> str:
+        """`bronze`, `silver` or `gold`: the first part of its path."""
+        return self.name.split("/")[0]
+
+    def suite(self, config: Config) -> Suite | None:
+        """Its expectations under `config`, named after the table; None when it has none."""
+        return None if self.expectations is None else replace(self.expectations(config), table=self.name)
+
+    def stream(self, writer: Writer, *, also_writes: tuple["Table", ...] = (),
+               policy: ExpectationPolicy | None = None) -> Stream:
+        """The stream that writes this table, named after it: `gold/page_clicks_5s` is written by the query
+        (and checkpoint, and `quality.policies` key) `gold_page_clicks_5s`, in the layer `gold`.
+
+            STREAM = TABLE.stream(writer, policy="fail")
+        """
+        return Stream(self.name.replace("/", "_"), self.layer, writer, writes=(self, *also_writes), policy=policy)
 
     def path(self, root: str) -> str:
         return table_path(root, self.name)

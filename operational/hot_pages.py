@@ -26,10 +26,12 @@ from collections.abc import Callable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
-from shared.alerts import to_alert_records
-from shared.config import Config, HotPagesConfig, QualityConfig, spark_interval
+from shared.alerts import ALERTING_QUERY, to_alert_records
+from shared.config import Config, HotPagesConfig, QualityConfig
+from shared.durations import spark_interval
 from shared.errors import LakehouseError
-from shared.kafka import read_clicks_stream, spark_options
+from shared.kafka import read_clicks_stream
+from shared.kafka_settings import spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import (count_distinct_clicks_per_window, count_first_copies_per_window, hot_windows,
                          is_alerted_count, with_event_time_watermark)
@@ -84,7 +86,7 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     )
 
 
-STREAM = Stream("hot_pages", "fast", writer)
+STREAM = Stream(ALERTING_QUERY, "fast", writer)
 
 
 def start(spark: SparkSession, config: Config) -> StreamingQuery:

@@ -12,6 +12,10 @@ from pyspark.sql import functions as F
 
 from shared.schema import ALERT_TIMESTAMP_FORMAT
 
+#: The fast path's query, which writes the alert records: its name, checkpoint folder and metrics label.
+#: The medallion's reconciliation reads its checkpoint by this name.
+ALERTING_QUERY = "hot_pages"
+
 _JSON_OPTIONS = {"timestampFormat": ALERT_TIMESTAMP_FORMAT, "timeZone": "UTC"}
 
 

@@ -2,7 +2,7 @@
 query's Kafka lag) and the time of a topic's newest record (the last alert).
 
 Spark's Kafka source commits no consumer-group offsets, so the usual lag exporters see nothing of
-these streams: the lag is the broker's offsets now minus what the query has read (shared.metrics).
+these streams: the lag is the broker's offsets now minus what the query has read (lakehouse.monitoring.metrics).
 """
 
 from __future__ import annotations

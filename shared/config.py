@@ -11,7 +11,6 @@ a file. Every error names the dotted key and what is wrong with it.
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,6 +30,7 @@ from pydantic import (
 )
 
 from shared import PROJECT_ROOT
+from shared.durations import parse_duration, spark_interval
 from shared.config_layers import Section, apply_override, deep_merge, describe, read_yaml, substitute_environment
 from shared.errors import ConfigError
 from shared.object_store import EmbeddedStoreConfig, S3Settings, require_known_scheme
@@ -38,41 +38,6 @@ from shared.storage import checkpoint_location, location
 
 DEFAULT_CONFIG = PROJECT_ROOT / "conf" / "local.yaml"
 CONFIG_ENV_VAR = "LAKEHOUSE_CONFIG"
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$")
-_UNIT_SECONDS = {
-    **dict.fromkeys(("ms", "millisecond", "milliseconds"), 0.001),
-    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
-    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
-    **dict.fromkeys(("h", "hour", "hours"), 3600),
-}
-
-
-def parse_duration(value: Any) -> timedelta:
-    """'5 seconds', '5s', '500 ms', '10 minutes', '1h' -> timedelta (whole milliseconds)."""
-    if isinstance(value, timedelta):
-        return value
-    match = _DURATION.match(str(value).lower())
-    if not match or match.group(2) not in _UNIT_SECONDS:
-        raise ValueError(f"expected a duration such as '5 seconds', '500 ms' or '10 minutes', got {value!r}")
-    seconds = float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
-    millis = round(seconds * 1000)
-    if abs(millis - seconds * 1000) > 1e-6:
-        raise ValueError(f"durations are whole milliseconds, got {value!r}")
-    return timedelta(milliseconds=millis)
-
-
-def spark_interval(duration: timedelta) -> str:
-    """A duration as Spark's interval string ('5 seconds', '10 minutes', '250 milliseconds')."""
-    millis = round(duration.total_seconds() * 1000)
-    if millis == 0:
-        return "0 seconds"
-    if millis % 60_000 == 0:
-        return f"{millis // 60_000} minutes"
-    if millis % 1000 == 0:
-        return f"{millis // 1000} seconds"
-    return f"{millis} milliseconds"
-
 
 def _longer_than_zero(duration: timedelta) -> timedelta:
     if duration <= timedelta(0):
@@ -293,7 +258,7 @@ class ClusterConfig(Section):
 
 
 class MetricsConfig(Section):
-    """The Prometheus endpoint of the long-running commands (shared.metrics)."""
+    """The Prometheus endpoint of the long-running commands (lakehouse.monitoring.metrics)."""
 
     enabled: bool
     bind_address: str = Field(min_length=1)

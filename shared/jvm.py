@@ -56,12 +56,12 @@ def jars(kind: str) -> list[Path]:
     return found
 
 
-#: Where `python -m shared.class_archive` writes the Spark JVM's class-data archive.
+#: Where `python -m lakehouse.class_archive` writes the Spark JVM's class-data archive.
 ARCHIVE_DIR = JARS_DIR / "class-archive"
 
 
 def archive_path() -> Path:
-    """The Spark JVM's class-data archive (`shared.class_archive`) for this install's `java`, pyspark
+    """The Spark JVM's class-data archive (`lakehouse.class_archive`) for this install's `java`, pyspark
     and Spark jars (where they are: CDS also checks the class path); it may not exist yet. A new or
     moved install gets a new name, so a stale archive is never used."""
     import pyspark

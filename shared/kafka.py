@@ -1,6 +1,7 @@
 """Kafka clients built from config: kafka-python for admin and consuming in Python, librdkafka
-(confluent-kafka) for producing, and the option map for Spark's Kafka source and sink. Security is
-written once in config (`kafka.security`) and rendered here for each.
+(confluent-kafka) for producing, and Spark's Kafka source of the clicks topic, each with the settings
+`shared.kafka_settings` renders; every client checks first that a broker answers with this client's
+security (`shared.kafka_probe`), in one line instead of a 30-second timeout.
 """
 
 from __future__ import annotations
@@ -15,56 +16,13 @@ from typing import Any, Iterator, Literal
 
 from shared.config import KafkaConfig, KafkaSourceSettings
 from shared.errors import LakehouseError
+from shared.kafka_probe import KafkaSecurityError, security_problem
+from shared.kafka_settings import client_settings, producer_settings, spark_options
 
 TimestampType = Literal["CreateTime", "LogAppendTime"]
 
-_JAAS_MODULES = {
-    "PLAIN": "org.apache.kafka.common.security.plain.PlainLoginModule",
-    "SCRAM-SHA-256": "org.apache.kafka.common.security.scram.ScramLoginModule",
-    "SCRAM-SHA-512": "org.apache.kafka.common.security.scram.ScramLoginModule",
-}
-
 # kafka-python logs every failed connection attempt at ERROR; our callers report failures themselves.
 logging.getLogger("kafka").setLevel(logging.CRITICAL)
-
-
-def client_settings(kafka: KafkaConfig) -> dict[str, Any]:
-    """Keyword arguments every kafka-python client gets: bootstrap servers and security."""
-    security = kafka.security
-    settings: dict[str, Any] = {
-        "bootstrap_servers": kafka.bootstrap_servers.split(","),
-        "security_protocol": security.protocol,
-    }
-    if security.sasl_mechanism:
-        settings |= {
-            "sasl_mechanism": security.sasl_mechanism,
-            "sasl_plain_username": security.sasl_username,
-            "sasl_plain_password": security.sasl_password.get_secret_value() if security.sasl_password else None,
-        }
-    if security.ssl_cafile:
-        settings["ssl_cafile"] = str(security.ssl_cafile)
-    return settings
-
-
-def spark_options(kafka: KafkaConfig) -> dict[str, str]:
-    """`kafka.*` options for Spark's Kafka source and sink: bootstrap servers and security."""
-    security = kafka.security
-    options = {
-        "kafka.bootstrap.servers": kafka.bootstrap_servers,
-        "kafka.security.protocol": security.protocol,
-    }
-    if security.sasl_mechanism:
-        password = security.sasl_password.get_secret_value() if security.sasl_password else ""
-        options |= {
-            "kafka.sasl.mechanism": security.sasl_mechanism,
-            "kafka.sasl.jaas.config": jaas_config(security.sasl_mechanism, security.sasl_username or "", password),
-        }
-    if security.ssl_cafile:
-        options |= {
-            "kafka.ssl.truststore.type": "PEM",
-            "kafka.ssl.truststore.location": str(security.ssl_cafile),
-        }
-    return options
 
 
 def read_clicks_stream(spark: Any, kafka: KafkaConfig, source: KafkaSourceSettings, *, headers: bool = False) -> Any:
@@ -82,15 +40,6 @@ def read_clicks_stream(spark: Any, kafka: KafkaConfig, source: KafkaSourceSettin
     if source.min_partitions:
         reader = reader.option("minPartitions", source.min_partitions)
     return reader.load()
-
-
-def jaas_config(mechanism: str, username: str, password: str) -> str:
-    """The Java clients' (and the broker's) `sasl.jaas.config` line for one user."""
-    return f'{_JAAS_MODULES[mechanism]} required username="{_jaas_quote(username)}" password="{_jaas_quote(password)}";'
-
-
-def _jaas_quote(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
 
 
 def _unreachable(kafka: KafkaConfig, error: Exception | str) -> LakehouseError:
@@ -113,8 +62,6 @@ def _connection_error(server: str, timeout_s: float) -> str | None:
 
 def wait_until_reachable(kafka: KafkaConfig, timeout_s: float, report: Callable[[str], None]) -> None:
     """Like `require_reachable`, but waiting up to `timeout_s` for a broker that is down (restarting)."""
-    from shared.kafka_probe import KafkaSecurityError
-
     deadline = time.monotonic() + timeout_s
     for attempt in itertools.count():
         try:
@@ -132,8 +79,6 @@ def wait_until_reachable(kafka: KafkaConfig, timeout_s: float, report: Callable[
 def require_reachable(kafka: KafkaConfig, timeout_s: float = 3.0) -> None:
     """Fail fast when no bootstrap server accepts a connection (kafka-python would wait ~30 s), or
     when the one that does refuses this client's security (`shared.kafka_probe`: one clear message)."""
-    from shared.kafka_probe import KafkaSecurityError, security_problem
-
     errors = []
     for server in kafka.bootstrap_servers.split(","):
         error = _connection_error(server, timeout_s)
@@ -248,31 +193,6 @@ def topic_offsets(kafka: KafkaConfig, topic: str) -> dict[int, tuple[int, int]]:
         return {tp.partition: (earliest[tp], latest[tp]) for tp in assigned}
     finally:
         consumer.close()
-
-
-def producer_settings(kafka: KafkaConfig) -> dict[str, Any]:
-    """librdkafka settings for `producer_for`: bootstrap servers, security, `kafka.producer`."""
-    security, producer = kafka.security, kafka.producer
-    settings: dict[str, Any] = {
-        "bootstrap.servers": kafka.bootstrap_servers,
-        "security.protocol": security.protocol.lower(),
-        "linger.ms": producer.linger_ms,
-        "batch.size": producer.batch_size,
-        "compression.type": producer.compression_type or "none",
-        "acks": str(producer.acks),
-        "partitioner": "murmur2_random",  # the Java client's: a key lands where a Java producer puts it
-        # the generator's pacing is the flow control: let a second or two of records queue
-        "queue.buffering.max.messages": 1_000_000,
-    }
-    if security.sasl_mechanism:
-        settings |= {
-            "sasl.mechanism": security.sasl_mechanism,
-            "sasl.username": security.sasl_username or "",
-            "sasl.password": security.sasl_password.get_secret_value() if security.sasl_password else "",
-        }
-    if security.ssl_cafile:
-        settings["ssl.ca.location"] = str(security.ssl_cafile)
-    return settings
 
 
 class Producer:

@@ -94,7 +94,7 @@ def _login_problem(kafka: KafkaConfig, server: str, timeout_s: float) -> str | N
     from confluent_kafka import KafkaException
     from confluent_kafka.admin import AdminClient
 
-    from shared.kafka import producer_settings
+    from shared.kafka_settings import producer_settings
 
     failures: list[str] = []
 

@@ -52,7 +52,7 @@ class S3Settings(Section):
 
 
 class EmbeddedStoreConfig(Section):
-    """The embedded S3-compatible store (`lakehouse storage ...`, shared.services.object_store)."""
+    """The embedded S3-compatible store (`lakehouse storage ...`, lakehouse.services.object_store)."""
 
     run_dir: Path
     heap_mb: int = Field(ge=64)

@@ -30,10 +30,12 @@ What "one valid record" means is the events contract (CONTRACT.md, "Events"), st
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+from typing import Protocol
+
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.config import QualityConfig
 from shared.schema import EVENT_SCHEMA, EVENT_TIME_PATTERN, JSON_WHITESPACE, JSON_WHITESPACE_CLASS, MAX_PAGE_ID_LENGTH, InvalidReason
 
 EVENT_COLUMNS = EVENT_SCHEMA.fieldNames()
@@ -56,7 +58,14 @@ _CANONICAL_PARTS = {"eventId": 4, "pageId": 8, "eventTime": 12, "userId": 16}  #
 _NUMBER_TYPES = r"^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))$"
 
 
-def parse_clicks(records: DataFrame, quality: QualityConfig, kafka_timestamp: str = KAFKA_TIMESTAMP,
+class EventTimeBounds(Protocol):
+    """Where a valid event time lies (the configuration's `quality` section is one)."""
+
+    earliest_event_time: datetime
+    max_clock_skew: timedelta
+
+
+def parse_clicks(records: DataFrame, quality: EventTimeBounds, kafka_timestamp: str = KAFKA_TIMESTAMP,
                  metrics_name: str = PARSE_METRICS) -> DataFrame:
     """Add eventId, pageId, eventTime (timestamp), userId and invalidReason (null when valid).
 
@@ -146,7 +155,7 @@ def _empty(field: str) -> Column:
     return (_kind(field) == "string") & (F.btrim(F.col(f"_{field}"), F.lit(JSON_WHITESPACE)) == "")
 
 
-def _invalid_reason(quality: QualityConfig, kafka_timestamp: str) -> Column:
+def _invalid_reason(quality: EventTimeBounds, kafka_timestamp: str) -> Column:
     """The first rule a record breaks, as an InvalidReason value; null when it breaks none."""
     event_time, instant = F.col("_eventTime"), F.col("_instant")
     skew_micros = int(quality.max_clock_skew.total_seconds() * 1_000_000)

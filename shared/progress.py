@@ -7,7 +7,7 @@ on one line and smooths the rate); in a log or a CI job, redraws would be noise,
 PLAIN_INTERVAL_S, the first and the last always. `LAKEHOUSE_PROGRESS=plain|bar|off` forces a mode.
 
 Progress goes to stderr, so a command's stdout (a benchmark's JSON) stays clean. A message printed
-while a bar is open must not land on the bar's line: `echo` (what `shared.cli.common.say` prints
+while a bar is open must not land on the bar's line: `echo` (what `lakehouse.cli.common.say` prints
 through) clears the bars, prints, and draws them again.
 """
 

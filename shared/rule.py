@@ -21,7 +21,7 @@ from datetime import timedelta
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.config import spark_interval
+from shared.durations import spark_interval
 
 WINDOW_COLUMNS = ["pageId", "windowStart", "windowEnd", "clickCount"]
 #: What the fast path's count is distinct over (`count_distinct_clicks_per_window`): an eventId

@@ -44,7 +44,7 @@ class Runtime:
 
     def spark_home(self) -> Path:
         """Its pyspark's folder, whose `jars/` hold its Spark: the SPARK_HOME of every Spark this runtime
-        runs (its drivers, shared.spark; its cluster daemons, shared.services.cluster)."""
+        runs (its drivers, shared.spark; its cluster daemons, lakehouse.services.cluster)."""
         return Path(self._pyspark()[0]).parent
 
     def spark_version(self) -> str:

@@ -1,6 +1,6 @@
 """Fixtures for the whole run: one SparkSession, one real Kafka broker, per-test topics and storage.
 
-The broker is the project's own embedded broker (shared.services.broker), started once on a free port with
+The broker is the project's own embedded broker (lakehouse.services.broker), started once on a free port with
 its files in a temporary folder, and stopped when the run ends.
 """
 
@@ -47,7 +47,7 @@ def spark():
 @pytest.fixture(scope="session")
 def broker_overrides(tmp_path_factory) -> list[str]:
     """--set values that point at the run's broker (started on first use, stopped at the end)."""
-    from shared.services.broker import EmbeddedBroker
+    from lakehouse.services.broker import EmbeddedBroker
 
     overrides = [
         f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
@@ -99,7 +99,7 @@ def object_store(tmp_path_factory, spark) -> list[str]:
     import os
 
     from shared.object_store import S3Access
-    from shared.services.object_store import EmbeddedObjectStore
+    from lakehouse.services.object_store import EmbeddedObjectStore
 
     os.environ.update(S3_CREDENTIALS)
     overrides = [f"storage.s3.endpoint=http://127.0.0.1:{free_port()}", "storage.s3.path_style_access=true",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.tables import is_delta_table, read_table
-from operational.alerts_topic import latest_alerts
+from shared.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from tests.contract_oracle import highest_alert
 from tests.helpers import LAKEHOUSE, click, send, wait_for

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from shared.config import with_overrides
-from shared.services.cluster import StandaloneCluster
+from lakehouse.services.cluster import StandaloneCluster
 from tests.conftest import make_config
 from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lakehouse, processes_of as _processes_of
 from tests.helpers import run_lakehouse, wait_for

@@ -16,7 +16,7 @@ import yaml
 
 from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
-from shared.services import prometheus
+from lakehouse.services import prometheus
 from tests.helpers import LAKEHOUSE, wait_for
 from tests.prometheus_rules import compressed
 

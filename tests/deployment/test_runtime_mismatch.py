@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from operational.alerts_topic import latest_alerts
+from shared.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from shared.runtime import FAST_PATH, MEDALLION
 from tests.deployment.clusters import lakehouse_on_clusters, processes_of

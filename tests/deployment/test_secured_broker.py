@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.services.broker import EmbeddedBroker
+from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import TEST_SETTINGS, free_port, make_config
 from tests.helpers import run_lakehouse
 from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options

@@ -19,14 +19,12 @@ from analytical.quality import Suite, between, not_null, unique
 from analytical.tables import Prune, Table, checked_upsert_stream
 from shared.config import Config
 from shared.rule import count_clicks_per_window
-from shared.streaming import Stream
 
 MINUTE = timedelta(minutes=1)
 
 
 def suite(config: Config) -> Suite:
     return Suite(
-        "gold/page_clicks_1m",
         on_write=(not_null("pageId"), between("clickCountPositive", "clickCount", min_value=1)),
         on_table=(unique("onePerPageAndMinute", "pageId", "windowStart"),),
     )
@@ -51,6 +49,6 @@ TABLE = Table(
         StructField("clickCount", LongType(), nullable=False),
     ]),
     z_order=("pageId",),
-    suite=suite,
+    expectations=suite,
 )
-STREAM = Stream("gold_page_clicks_1m", "gold", writer, writes=(TABLE,), policy="fail")
+STREAM = TABLE.stream(writer, policy="fail")

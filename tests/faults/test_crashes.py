@@ -41,8 +41,8 @@ from operational import hot_pages
 from shared.config import with_overrides
 from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
-from shared.running_queries import running_queries
-from shared.services.broker import EmbeddedBroker
+from lakehouse.monitoring.running_queries import running_queries
+from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import make_config
 from tests.faults.traffic import (
     HOT_PAGE,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.services.broker import BrokerError, EmbeddedBroker
+from lakehouse.services.broker import BrokerError, EmbeddedBroker
 from shared.kafka import admin_client, ensure_topics
 from tests.conftest import free_port, make_config
 from tests.helpers import run_lakehouse

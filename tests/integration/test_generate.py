@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from shared.cli import main
+from lakehouse.cli import main
 from shared.kafka import topic_offsets
-from shared.topic_profile import profile_topic, read_topic
+from lakehouse.topic_profile import profile_topic, read_topic
 from tests.conftest import make_config
 
 pytestmark = pytest.mark.integration

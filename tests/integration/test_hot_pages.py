@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 import pytest
 
 from operational import hot_pages
-from operational.alerts_topic import latest_alerts
+from shared.alerts_topic import latest_alerts
 from shared.kafka import consumer_for, ensure_topics
 from shared.query_progress import progress_dict
 from tests.conftest import make_config

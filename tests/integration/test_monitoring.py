@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from shared.monitoring import recording
+from lakehouse.monitoring.stream_progress import recording
 from shared.query_progress import watching
 from tests.helpers import wait_for
 

@@ -18,7 +18,7 @@ from analytical.reconciliation import CAUSES, reconcile
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.tables import read_table
 from operational import hot_pages
-from operational.alerts_topic import latest_alerts
+from shared.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics, producer_for
 from tests.conftest import make_config
 from tests.helpers import click, run_lakehouse, send

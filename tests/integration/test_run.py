@@ -16,8 +16,8 @@ from analytical import trends
 from analytical.registry import STREAMS
 from operational import hot_pages
 from shared.kafka import ensure_topics
-from shared.monitoring import SUMMARY_SQL, TABLE as PROGRESS
-from shared.services.broker import EmbeddedBroker
+from lakehouse.monitoring.stream_progress import SUMMARY_SQL, TABLE as PROGRESS
+from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import LAKEHOUSE, ahead_of_the_clock, alive, family, run_lakehouse, send, unwanted_warnings, wait_for
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,

@@ -1,6 +1,6 @@
 """/metrics follows a real-time batch while it runs: its reads, its lag and its alerts show within
 seconds, long before the batch's progress report (a checkpoint interval away). The lag and the
-liveness come from the source's Kafka consumers in this JVM (shared.live_consumers), the alerts from
+liveness come from the source's Kafka consumers in this JVM (lakehouse.monitoring.live_consumers), the alerts from
 the alerts topic."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from operational import hot_pages
 from shared.broker_readings import BrokerOffsets
-from shared.live_consumers import consumer_readings
-from shared.metrics import QueryFacts, QueryMetrics
+from lakehouse.monitoring.live_consumers import consumer_readings
+from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics
 from shared.query_progress import watching
 from tests.helpers import click, send, wait_for
 from tests.realtime.conftest import THRESHOLD

@@ -2,9 +2,9 @@
 
 import json
 
-from operational.alerts_topic import AlertBook
-from operational.benchmarks import _slope
-from operational.time_to_alert import percentiles
+from shared.alerts_topic import AlertBook
+from lakehouse.bench.fast_path import _slope
+from lakehouse.bench.time_to_alert import percentiles
 
 
 def alert(count: int, alert_id: str = "id-1", **changes) -> bytes:

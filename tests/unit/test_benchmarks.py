@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from operational.benchmarks import latency_figures
-from operational.measured_run import delivery
-from operational.capacity import load_shape, search_rates
+from lakehouse.bench.fast_path import latency_figures
+from lakehouse.bench.measured_run import delivery
+from lakehouse.bench.capacity import load_shape, search_rates
 from tests.conftest import make_config
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from shared.cli import build_parser
+from lakehouse.cli import build_parser
 from tests.helpers import run_lakehouse
 
 COMMANDS = [[], ["kafka"], ["kafka", "start"], ["kafka", "stop"], ["kafka", "status"], ["kafka", "topics"],
@@ -94,7 +94,7 @@ def _verdict(pending: list[dict], closed_up_to: str | None) -> dict:
 
 
 def test_the_reconciliation_says_every_window_is_closed_when_none_is_pending():
-    from shared.cli.quality import _reconciliation_text
+    from lakehouse.cli.quality import _reconciliation_text
 
     closed = _reconciliation_text(_verdict([], None))
     waiting = _reconciliation_text(_verdict([{"pageId": "/a", "windowStart": "2026-11-26T00:00:05.000Z",

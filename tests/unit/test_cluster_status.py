@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.services.cluster import ClusterStatus
+from lakehouse.services.cluster import ClusterStatus
 
 
 def master_report(*states: str, apps=()) -> dict:

@@ -110,7 +110,7 @@ def test_a_missing_environment_variable_names_the_key_and_the_variable(monkeypat
 
 
 def test_security_is_rendered_for_both_clients(monkeypatch):
-    from shared.kafka import client_settings, spark_options
+    from shared.kafka_settings import client_settings, spark_options
 
     monkeypatch.setenv("KAFKA_SASL_USERNAME", "clicks-app")
     monkeypatch.setenv("KAFKA_SASL_PASSWORD", 'pa"ss')

@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from shared.errors import LakehouseError
-from shared.services.generator import ClickGenerator, TrafficSpec
+from lakehouse.services.generator import ClickGenerator, TrafficSpec
 
 START = datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc)
 

@@ -1,4 +1,4 @@
-"""Whether the fast path's Spark master can run it (shared.master_check): what a master's web UI says ->
+"""Whether the fast path's Spark master can run it (lakehouse.master_check): what a master's web UI says ->
 the verdict and its one line, and the check as a command makes it, against a stand-in web UI (no JVM)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from shared.errors import LakehouseError
-from shared.master_check import MasterReport, Need, refusal, require_fit_master, spark_version_in, standalone_addresses
+from lakehouse.master_check import MasterReport, Need, refusal, require_fit_master, spark_version_in, standalone_addresses
 from shared.runtime import FAST_PATH, MEDALLION
 from tests.conftest import free_port, make_config
 

@@ -1,4 +1,4 @@
-"""shared.metrics: progress reports in, Prometheus series out, read back through the client's own
+"""lakehouse.monitoring.metrics: progress reports in, Prometheus series out, read back through the client's own
 text format parser; and the endpoint served over HTTP."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from shared.config import load_config
 from shared.errors import LakehouseError
-from shared.live_consumers import ConsumerReading
-from shared.metrics import QueryFacts, QueryMetrics, serving
+from lakehouse.monitoring.live_consumers import ConsumerReading
+from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics, serving
 from shared.query_progress import ProgressSummary
-from shared.services.daemon import free_port
+from lakehouse.services.daemon import free_port
 
 FACTS = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True,
                                  invalid_reasons=("not_json", "bad_event_time", "empty_page_id")),
@@ -223,8 +223,8 @@ def test_disabled_metrics_serve_nothing_and_equal_ports_are_refused():
 
 
 def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_to_the_recorded_rows():
-    from shared.cli.medallion import with_running_now
-    from shared.running_queries import activity_line, query_rows
+    from lakehouse.cli.medallion import with_running_now
+    from lakehouse.monitoring.running_queries import activity_line, query_rows
 
     facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
                                      source_topic="clicks", alerts_topic="alerts")}

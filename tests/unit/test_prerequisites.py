@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from shared.services.broker import EmbeddedBroker
+from lakehouse.services.broker import EmbeddedBroker
 from shared.errors import MissingDependencyError
 from shared.jvm import java_executable
-from shared.prerequisites import check
+from lakehouse.prerequisites import check
 from tests.conftest import make_config
 from tests.helpers import wait_for
 

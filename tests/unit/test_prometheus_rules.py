@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from shared import PROJECT_ROOT
-from shared.services import prometheus
-from shared.services.daemon import free_port
+from lakehouse.services import prometheus
+from lakehouse.services.daemon import free_port
 from tests.helpers import wait_for
 from tests.prometheus_rules import FOR, RANGE, compressed
 
@@ -28,7 +28,7 @@ RULES = CONF / "rules.yml"
 RULE_TESTS = CONF / "rules.test.yml"
 DASHBOARD = CONF / "grafana-dashboard.json"
 
-#: Every series the endpoint serves (shared/metrics.py), each of which the dashboard must graph.
+#: Every series the endpoint serves (lakehouse/monitoring/metrics.py), each of which the dashboard must graph.
 METRICS = (
     "lakehouse_query_up", "lakehouse_query_failures_total", "lakehouse_batches_total",
     "lakehouse_input_rows_total", "lakehouse_input_rows_per_second", "lakehouse_processed_rows_per_second",

@@ -9,9 +9,9 @@ from chispa import assert_df_equality
 from analytical.quality import FAILED_EXPECTATION, Suite, between, equal, in_set, not_null, passing, with_expectations
 from analytical.reconciliation import UNEXPLAINED, _explain
 
-SUITE = Suite("t", on_write=(not_null("id"), between("smallCount", "count", 1, 10), in_set("knownKind", "kind", ["a"]),
-                             equal("flagMatches", "flag", "expectedFlag")),
-              derive=lambda rows: rows.withColumn("expectedFlag", F.col("count") > 5))
+SUITE = Suite(on_write=(not_null("id"), between("smallCount", "count", 1, 10), in_set("knownKind", "kind", ["a"]),
+                         equal("flagMatches", "flag", "expectedFlag")),
+              derive=lambda rows: rows.withColumn("expectedFlag", F.col("count") > 5), table="t")
 
 
 def rows(spark):

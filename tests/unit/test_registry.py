@@ -71,3 +71,21 @@ def test_check_validates_the_suite_of_every_registered_table_that_declares_one()
     assert [suite.table for suite in suites(config)] == CONTRACT_TABLES[1:]
     with_example = [*TABLES, gold_page_clicks_1m.TABLE]
     assert [suite.table for suite in suites(config, with_example)][-1] == "gold/page_clicks_1m"
+
+
+def test_every_name_of_a_table_derives_from_its_path():
+    """The query, checkpoint and policy key, the module, the layer and the suite of each table are the
+    contract's path spelled as each place needs it, written once in the table's declaration."""
+    expected = {"bronze_clicks": ("bronze", "bronze/clicks"), "silver_clicks": ("silver", "silver/clicks"),
+                "gold_page_clicks_5s": ("gold", "gold/page_clicks_5s"),
+                "gold_page_clicks_hourly": ("gold", "gold/page_clicks_hourly"),
+                "gold_page_clicks_1m": ("gold", "gold/page_clicks_1m")}
+    config = make_config()
+    for stream in (*STREAMS, gold_page_clicks_1m.STREAM):
+        layer, path = expected[stream.name]
+        assert (stream.layer, stream.writes[0].name) == (layer, path)
+        assert stream.writer.__module__.rsplit(".", 1)[-1] == stream.name
+        suite = stream.writes[0].suite(config)
+        assert (suite is None) == (layer == "bronze"), stream.name  # bronze keeps every record as it came
+        assert suite is None or suite.table == path
+    assert silver_clicks.QUARANTINE.suite(config).name == "silver_quarantine"

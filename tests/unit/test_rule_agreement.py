@@ -15,9 +15,10 @@ from datetime import datetime, timedelta
 import pytest
 from pyspark.sql import functions as F
 
-from analytical.reconciliation import FastPathHistory, fast_path_model
+from analytical.fast_path_history import FastPathHistory
+from analytical.reconciliation import fast_path_model
 from operational.hot_pages import hot_page_alerts, watermarked_events
-from operational.time_to_alert import crossing_clicks
+from lakehouse.bench.time_to_alert import crossing_clicks
 from shared.rule import (alerted_count, assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
                          is_alerted_count)
 from tests.conftest import make_config

@@ -1,0 +1,138 @@
+"""Benchmarks of the fast path: time-to-alert, sustainable throughput, memory over a long run.
+
+Each is a series of measured runs (lakehouse/bench/measured_run.py: a fresh process, topics and
+checkpoint per run, so the configurations compared start equal), one after another on the same
+generated load; the parent prints one JSON object. Ratios from one invocation are the result:
+absolute times drift on a shared machine.
+"""
+
+from __future__ import annotations
+
+import statistics
+from typing import Any
+
+from lakehouse.bench.measured_run import DELIVERED_SHARE, measured_run
+from shared.errors import LakehouseError
+from shared.progress import echo as say_progress
+
+
+#: The scrape-cost run: the fast path serving its Prometheus endpoint to a real Prometheus that
+#: scrapes it this often (15 s is the shipped interval: every second bounds the cost from above).
+SCRAPED = "tuned+scraped"
+SCRAPE_EVERY_S = 1.0
+
+#: The isolation runs: the medallion in the fast path's application, or in its own niced one.
+WITH_MEDALLION = {"tuned+medallion-shared": "shared", "tuned+medallion-separate": "separate"}
+#: The isolation target: p99 time-to-alert with the medallion beside the fast path, over p99 alone.
+ISOLATION_TARGET = 1.2
+
+
+def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, profiles: list[str],
+            with_medallion: bool = False, scraped: bool = False) -> dict[str, Any]:
+    """Time-to-alert per profile; with `with_medallion`, the fast path alone ("tuned") against the same
+    with the medallion streams beside it, in its application and in a separate one, and p99 ratios;
+    with `scraped`, "tuned" without and with its Prometheus endpoint scraped every second."""
+    results = {}
+    runs = [(name, None, 0.0) for name in profiles]
+    if with_medallion:
+        runs = [("tuned", None, 0.0), *((name, where, 0.0) for name, where in WITH_MEDALLION.items())]
+    if scraped:
+        runs = [("tuned", None, 0.0), (SCRAPED, None, SCRAPE_EVERY_S)]
+    for profile, medallion, scrape_every_s in runs:
+        try:
+            run = measured_run("tuned" if medallion or scrape_every_s else profile, settings, rate, seconds, hot_pages,
+                               latency=True, with_medallion=medallion, scrape_every_s=scrape_every_s)
+        except LakehouseError as failed:  # the other configurations' figures still count
+            results[profile] = {"valid": False, "error": str(failed)}
+            say_progress(f"bench: {profile}: FAILED: {failed}")
+            continue
+        results[profile] = latency_figures(run)
+        say_progress(f"bench: {profile}: " + summary_line(run))
+    ratios = {}
+    tuned = results.get("tuned", {}).get("p99_ms")
+    real_time = results.get("real-time", {}).get("p99_ms")
+    for profile, result in results.items():
+        if profile != "tuned" and tuned and result.get("p99_ms") is not None:
+            ratios[f"{profile}_p99_over_tuned"] = round(result["p99_ms"] / tuned, 2)
+        if profile != "real-time" and real_time and result.get("p99_ms") is not None:
+            ratios[f"{profile}_p99_over_real_time"] = round(result["p99_ms"] / real_time, 2)
+    report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "configs": results, "ratios": ratios}
+    if with_medallion:
+        report["isolation_target_met"] = {name: ratios[f"{name}_p99_over_tuned"] <= ISOLATION_TARGET
+                                          for name in WITH_MEDALLION if f"{name}_p99_over_tuned" in ratios}
+    return report
+
+
+_FIGURES = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "alerts", "missed_windows", "batch_boundaries")
+_TRAFFIC = ("valid", "offered_rate", "delivered_rate", "input_rate")
+
+
+def latency_figures(run: dict[str, Any]) -> dict[str, Any]:
+    """A latency run as reported: the traffic, then the figures only when the run is valid (the
+    load it measured was the load offered); the rest under details."""
+    figures = {key: run[key] for key in _TRAFFIC} | ({key: run[key] for key in _FIGURES if key in run}
+                                                      if run["valid"] else {})
+    return figures | {"details": {key: value for key, value in run.items()
+                                  if key not in (*_FIGURES, *_TRAFFIC, "samples") or (key in _FIGURES and not run["valid"])}}
+
+
+def summary_line(run: dict[str, Any]) -> str:
+    traffic = f"{run['delivered_rate']:,.0f} of {run['offered_rate']:,.0f} events/s delivered"
+    if not run["valid"]:
+        return f"INVALID: {traffic} (less than {DELIVERED_SHARE:.0%})"
+    return f"p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms, {run['alerts']} alerted windows ({traffic})"
+
+
+def throughput(settings: list[str], rates: list[float], seconds: float, hot_pages: int) -> dict[str, Any]:
+    """The highest offered rate whose Kafka lag does not grow over `seconds` (rates tried in order)."""
+    steps, best = [], None
+    for rate in rates:
+        run = measured_run("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
+        lags = [(s["t_s"], s["lag"]) for s in run["samples"] if s["t_s"] >= 10]
+        slope = _slope(lags)
+        delivered = run["delivered_rate"]
+        sustained = slope < 0.02 * delivered and (lags[-1][1] if lags else 0) < 3 * delivered
+        steps.append({key: run[key] for key in ("valid", "offered_rate", "delivered_rate", "generator_cpu_share",
+                                                 "input_rate")}
+                     | {"lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
+                        "batch_ms_p50": run["batch_ms_p50"], "sustained": sustained})
+        say_progress(f"bench: {rate:,.0f}/s offered ({delivered:,.0f} delivered): lag growth {slope:,.0f}/s -> "
+                  f"{'sustained' if sustained else 'NOT sustained'}{'' if run['valid'] else ' (INVALID run)'}")
+        if not sustained or not run["valid"]:
+            break
+        best = delivered
+    return {"seconds": seconds, "hot_pages": hot_pages, "max_sustained_rate": best, "steps": steps}
+
+
+def memory(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str = "real-time") -> dict[str, Any]:
+    run = measured_run(profile, settings, rate, seconds, hot_pages, latency=False, sample_every_s=15)
+    samples = run["samples"]
+    half = [s for s in samples if s["t_s"] >= seconds / 2]
+    first_half = [s for s in samples if s["t_s"] < seconds / 2 and s["t_s"] >= 60]
+
+    def spread(key: str, rows: list) -> dict[str, Any]:
+        values = [r[key] for r in rows if r[key] is not None]
+        return {"min": min(values), "max": max(values)} if values else {}
+
+    return {
+        "config": profile, "rate": rate, "seconds": seconds, **{key: run[key] for key in _TRAFFIC},
+        "batch_ms_p50": run["batch_ms_p50"],
+        "state_rows": {"after_1_min_first_half": spread("state_rows", first_half), "second_half": spread("state_rows", half)},
+        "state_files_mb": {"after_1_min_first_half": spread("state_files_mb", first_half),
+                           "second_half": spread("state_files_mb", half)},
+        # real-time mode: what each batch end's eviction read, which is the de-duplication state's rows
+        "state_rows_read_at_batch_ends": [max((op["read_for_eviction"] or 0) for op in end["operators"])
+                                          for end in run["batch_ends"]],
+        "jvm_rss_mb": {"after_1_min_first_half": spread("jvm_rss_mb", first_half), "second_half": spread("jvm_rss_mb", half)},
+        "samples": samples,
+    }
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """Least-squares slope of y over x (0 for fewer than 3 points)."""
+    if len(points) < 3:
+        return 0.0
+    xs, ys = zip(*points)
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread if spread else 0.0

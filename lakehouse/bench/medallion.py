@@ -1,0 +1,150 @@
+"""`lakehouse bench backfill`: how fast the medallion backfills, and whether history slows it down.
+
+Traffic comes in blocks of N events, block i covering `span` seconds of event time from a fixed
+start (block i+1 follows block i), each from `lakehouse generate` with its own seed and a little
+late, duplicate and malformed data. Two fresh lakehouses (own topic, own storage root):
+
+  1x:  history = block H-1;          backfill it; then block H arrives; time its backfill.
+  Hx:  history = blocks 0 .. H-1;    backfill it (the throughput figure); then block H; time it.
+
+Block H is the same data in both, so the two incremental times differ only by the history under
+them; their ratio is the result (it should stay near 1). Each backfill runs in a fresh process
+(`python -m lakehouse.bench.medallion run`), which reports per-layer rows and seconds and the peak
+resident memory of its JVM (VmHWM) and of itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from shared.config import load_config, with_overrides
+from shared.errors import LakehouseError
+from lakehouse.bench.memory import process_memory_mb
+from shared.processes import child_env, die_with_parent
+from shared.progress import Progress, echo as _progress
+
+BLOCKS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+_DOWNSTREAM_OF_BRONZE = ("silver", "gold")
+
+
+# -- one backfill (child process) ------------------------------------------------------------
+
+
+def run_backfill(settings: list[str]) -> dict[str, Any]:
+    from analytical import pipeline
+    from shared.spark import spark_session
+
+    config = load_config(_config_file(settings), _overrides(settings))
+    spark = spark_session(config, application="analytical")
+    started = time.monotonic()
+    runs = pipeline.backfill(spark, config, report=_progress)
+    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    return {
+        "seconds": round(time.monotonic() - started, 3),
+        "layers": [run.as_dict() for run in runs],
+        "jvm_peak_rss_mb": process_memory_mb(jvm_pid, "VmHWM"),
+        "python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+# -- the command (parent process) ------------------------------------------------------------
+
+
+def backfill_benchmark(settings: list[str], events: int, history: int, span_s: float) -> dict[str, Any]:
+    base = load_config(_config_file(settings), _overrides(settings))
+    run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    result: dict[str, Any] = {"events_per_block": events, "history_blocks": history, "block_span_s": span_s}
+    scenarios = (("1x", [history - 1]), (f"{history}x", list(range(history))))
+    steps = sum(len(blocks) + 3 for _, blocks in scenarios)  # the blocks of history, a backfill, a block, a backfill
+    with Progress("bench backfill", total=steps, unit="steps") as progress:
+        for label, blocks in scenarios:
+            topic = f"bench-backfill-{run_id}-{label}"
+            lake = [f"--set=kafka.topics.clicks={topic}", f"--set=storage.root={base.path('bench', run_id, label)}"]
+            scenario = [*settings, *lake]
+            with_overrides(base, _overrides(lake))  # validate before the long work
+            _progress(f"bench: {label}: generating {len(blocks)} block(s) of {events:,} events of history")
+            for block in blocks:
+                _generate(scenario, block, events, span_s)
+                progress.advance(detail=f"{label}: block {block} generated")
+            _progress(f"bench: {label}: backfilling the history")
+            first = _child(scenario, progress)
+            progress.advance(detail=f"{label}: history backfilled")
+            _generate(scenario, history, events, span_s)
+            progress.advance(detail=f"{label}: block {history} generated")
+            _progress(f"bench: {label}: backfilling one new block on top")
+            incremental = _child(scenario, progress)
+            progress.advance(detail=f"{label}: new block backfilled")
+            result[label] = {"history_backfill": first, "incremental_backfill": incremental}
+
+    largest = result[f"{history}x"]["history_backfill"]
+    downstream_s = _seconds(largest, _DOWNSTREAM_OF_BRONZE)
+    rows = history * events
+    small, large = (result[key]["incremental_backfill"] for key in ("1x", f"{history}x"))
+    result["summary"] = {
+        "bronze_to_gold_events_per_s": round(rows / downstream_s) if downstream_s else None,
+        "kafka_to_gold_events_per_s": round(rows / _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE))),
+        "incremental_s_1x": small["seconds"],
+        f"incremental_s_{history}x": large["seconds"],
+        f"incremental_ratio_{history}x_over_1x": round(large["seconds"] / small["seconds"], 3),
+        "incremental_bronze_to_gold_ratio": round(_seconds(large, _DOWNSTREAM_OF_BRONZE)
+                                                  / _seconds(small, _DOWNSTREAM_OF_BRONZE), 3),
+        "peak_jvm_rss_mb": max(run["jvm_peak_rss_mb"] or 0 for scenario in (result["1x"], result[f"{history}x"])
+                               for run in scenario.values()),
+    }
+    return result
+
+
+def _seconds(run: dict[str, Any], layers: tuple[str, ...]) -> float:
+    return sum(layer["seconds"] for layer in run["layers"] if layer["layer"] in layers)
+
+
+def _generate(settings: list[str], block: int, events: int, span_s: float) -> None:
+    start = BLOCKS_START + timedelta(seconds=block * span_s)
+    command = [sys.executable, "-m", "lakehouse.cli", "generate", "--events", str(events), "--rate", str(events / span_s),
+               "--start-time", start.isoformat(), "--seed", str(1000 + block), "--hot-pages", "0", "--late-fraction", "0.01",
+               "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005", *settings]
+    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
+    if done.returncode != 0:
+        raise LakehouseError(f"generating block {block} failed: {done.stderr.strip()[-500:]}")
+
+
+def _child(settings: list[str], progress: Progress) -> dict[str, Any]:
+    with progress.paused():  # the child shows each layer's progress on the same stderr
+        done = subprocess.run([sys.executable, "-m", "lakehouse.bench.medallion", "run", *settings],
+                              stdout=subprocess.PIPE, text=True, env=child_env())
+    if done.returncode != 0:
+        raise LakehouseError(f"a backfill run failed (exit {done.returncode}); its stderr is above")
+    return json.loads(done.stdout)
+
+
+def _config_file(settings: list[str]) -> str | None:
+    return next((s.removeprefix("--config=") for s in settings if s.startswith("--config=")), None)
+
+
+def _overrides(settings: list[str]) -> list[str]:
+    return [s.removeprefix("--set=") for s in settings if s.startswith("--set=")]
+
+
+def _main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m lakehouse.bench.medallion",
+                                     description="One measured backfill (used by `lakehouse bench backfill`).")
+    parser.add_argument("command", choices=["run"])
+    parser.add_argument("--config")
+    parser.add_argument("--set", action="append", default=[], dest="overrides")
+    args = parser.parse_args()
+    settings = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
+    print(json.dumps(run_backfill(settings)))
+    return 0
+
+
+if __name__ == "__main__":
+    die_with_parent()
+    sys.exit(_main())

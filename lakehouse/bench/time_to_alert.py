@@ -1,0 +1,99 @@
+"""Time-to-alert, as CONTRACT.md defines it ("Alerts"), computed from the two topics themselves.
+
+For each alerted window: from the Kafka append of the click that took the window over the
+threshold (the (threshold+1)-th distinct eventId of that page and window, in append order) to the
+Kafka append of the window's first alert. Both topics use message.timestamp.type=LogAppendTime,
+so both instants come from the broker's one clock.
+
+`measured_from` leaves out the windows whose crossing click came before it: the benchmarks' warm-up,
+the first seconds of load in which the JVM compiles the query's code (a latency figure describes a
+stream that has been running, as a production one has for days).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from shared.alerts import alert_id
+from shared.config import Config
+from shared.parsing import parse_clicks, valid_clicks
+from shared.rule import DISTINCT_PER, assign_window, crossing_count, dedupe_clicks
+from lakehouse.topic_profile import read_topic
+
+_APPEND_ORDER = ["timestamp", "partition", "offset"]
+
+
+def crossing_clicks(clicks: DataFrame, config: Config) -> DataFrame:
+    """Per window that goes over the threshold: alertId and the append time of the crossing click."""
+    in_window = Window.partitionBy("pageId", "windowStart").orderBy(*_APPEND_ORDER)
+    return (
+        clicks.transform(parse_clicks, config.quality)
+        .transform(valid_clicks)
+        .transform(assign_window, config.hot_pages.window)
+        # a static frame: the first copy of each eventId in each page's window, as the fast path counts
+        .transform(dedupe_clicks, config.hot_pages.watermark, _APPEND_ORDER, DISTINCT_PER)
+        .withColumn("rank", F.row_number().over(in_window))
+        .where(F.col("rank") == crossing_count(config.hot_pages.threshold))
+        .select(alert_id(F.col("pageId"), F.col("windowStart")).alias("alertId"), "pageId", "windowStart",
+                F.col("timestamp").alias("crossedAt"))
+    )
+
+
+def first_alerts(alerts: DataFrame) -> DataFrame:
+    """Per alertId: the append time of its first record and the highest count it reached."""
+    return alerts.groupBy(F.col("key").cast("string").alias("alertId")).agg(
+        F.min("timestamp").alias("firstAlertAt"),
+        F.max(F.get_json_object(F.col("value").cast("string"), "$.clickCount").cast("long")).alias("maxCount"),
+    )
+
+
+def window_latencies(spark: SparkSession, config: Config) -> DataFrame:
+    """Per window over the threshold or alerted: alertId, when its crossing click and its first alert
+    were appended (either null when the other side has none), and the latency between them."""
+    crossings = crossing_clicks(read_topic(spark, config, config.kafka.topics.clicks), config)
+    alerted = first_alerts(read_topic(spark, config, config.kafka.topics.alerts))
+    return crossings.join(alerted, "alertId", "full_outer").select(
+        "alertId", "crossedAt", "firstAlertAt",
+        (F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt")).alias("latencyMs"))
+
+
+def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime | None = None) -> dict[str, Any]:
+    """Latency percentiles over every alerted window (crossed at or after `measured_from`), with what
+    could not be matched. The windows that crossed before `measured_from`, and their alerts, are
+    counted as `warmup_windows` and left out."""
+    windows = window_latencies(spark, config).collect()
+    warmup = 0
+    if measured_from is not None:
+        warm = {row.alertId for row in windows if row.crossedAt is not None and row.crossedAt < naive_local(measured_from)}
+        warmup = len(warm)
+        windows = [row for row in windows if row.alertId not in warm]
+    latencies = sorted(row.latencyMs for row in windows if row.latencyMs is not None)
+    return {
+        **percentiles(latencies),
+        "alerts": sum(1 for row in windows if row.firstAlertAt is not None),
+        "warmup_windows": warmup,
+        "windows_over_threshold": sum(1 for row in windows if row.crossedAt is not None),
+        "missed_windows": sum(1 for row in windows if row.firstAlertAt is None),
+        "alerts_without_crossing": sum(1 for row in windows if row.crossedAt is None),
+    }
+
+
+def naive_local(moment: datetime) -> datetime:
+    """`moment` as the naive local datetime Spark's collect() gives for a timestamp."""
+    return moment.astimezone().replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    """p50, p95, p99, p99.9 (nearest rank) and max of `values` (sorted), in the unit given."""
+    if not values:
+        return {"p50_ms": None, "p95_ms": None, "p99_ms": None, "p999_ms": None, "max_ms": None}
+
+    def rank(p: float) -> float:
+        return values[max(0, math.ceil(p / 100 * len(values)) - 1)]
+
+    return {"p50_ms": rank(50), "p95_ms": rank(95), "p99_ms": rank(99), "p999_ms": rank(99.9), "max_ms": values[-1]}

@@ -1,0 +1,21 @@
+"""Every query and table the product has, in one place: per path (the `lakehouse` command that runs
+it), its queries; the fast path's one query, the medallion's streams in dependency order
+(`analytical.registry`); and every table, the one each query's progress goes to included.
+
+    >>> [query.name for query in QUERIES]
+    ['hot_pages', 'bronze_clicks', 'silver_clicks', 'gold_page_clicks_5s', 'gold_page_clicks_hourly']
+"""
+
+from __future__ import annotations
+
+from analytical.registry import STREAMS as MEDALLION
+from analytical.registry import TABLES as MEDALLION_TABLES
+from lakehouse.monitoring.stream_progress import TABLE as STREAM_PROGRESS
+from operational.hot_pages import STREAM as FAST_PATH
+from shared.streaming import Stream
+
+#: Per path, named as its command and its /metrics `path` label, the queries it runs.
+QUERIES_BY_PATH: dict[str, tuple[Stream, ...]] = {"operational": (FAST_PATH,), "analytical": MEDALLION}
+QUERIES: tuple[Stream, ...] = tuple(query for queries in QUERIES_BY_PATH.values() for query in queries)
+#: Every table under the storage root, by its path there (CONTRACT.md, "Tables").
+TABLES: tuple[str, ...] = (*(table.name for table in MEDALLION_TABLES), STREAM_PROGRESS)

@@ -1,0 +1,207 @@
+"""`lakehouse bench latency|capacity|recovery|throughput|memory|backfill`: each prints one JSON object."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from lakehouse.cli.common import passthrough, positive
+from shared.config import Config
+from shared.errors import LakehouseError
+
+
+def _profiles(configs: str) -> list[str]:
+    from lakehouse.bench.measured_run import PROFILES
+
+    profiles = [name.strip() for name in configs.split(",") if name.strip()]
+    unknown = sorted(set(profiles) - set(PROFILES))
+    if unknown or not profiles:
+        raise LakehouseError(f"--configs: unknown {', '.join(unknown) or '(none given)'}; choose from {', '.join(PROFILES)}")
+    return profiles
+
+
+def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.fast_path import latency
+    from shared.kafka import require_reachable
+
+    profiles = _profiles(args.configs)
+    _load_is_possible(config, [args.rate], args.hot_pages)
+    require_reachable(config.kafka)  # before a child process starts its Spark
+    runs = on_each_root(config, args, lambda options: latency(
+        options, args.rate, args.seconds, args.hot_pages, profiles, with_medallion=args.with_medallion,
+        scraped=args.scraped))
+    print(json.dumps(runs, indent=2))
+    reports = runs["runs"].values() if args.against else [runs]
+    failed = [name for report in reports for name, result in report["configs"].items() if "error" in result]
+    if failed:  # the figures of the others are above; this says which run has none, and why (stderr above)
+        raise LakehouseError(f"the {', '.join(failed)} run{'s' if len(failed) > 1 else ''} failed")
+    return 0
+
+
+def cmd_bench_capacity(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.capacity import capacity
+    from shared.kafka import require_reachable
+
+    profiles = _profiles(args.configs)
+    require_reachable(config.kafka)
+    print(json.dumps(capacity(config, passthrough(args), profiles, args.sla_ms, args.start_rate, args.min_windows,
+                              max_runs=args.max_runs), indent=2))
+    return 0
+
+
+def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.fast_path import throughput
+    from shared.kafka import require_reachable
+
+    rates = [float(rate) for rate in args.rates.split(",")]
+    _load_is_possible(config, rates, args.hot_pages)
+    require_reachable(config.kafka)
+    print(json.dumps(throughput(passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
+    return 0
+
+
+def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.medallion import backfill_benchmark
+
+    print(json.dumps(on_each_root(config, args, lambda options: backfill_benchmark(
+        options, args.events, args.history, args.span)), indent=2))
+    return 0
+
+
+def on_each_root(config: Config, args: argparse.Namespace, run: Any) -> dict[str, Any]:
+    """`run(options)`'s report; with --against ROOT, one run on storage.root and one on ROOT, one after
+    the other in this command, as {"runs": {root: report, ...}}: a comparison of two storages (a
+    local folder and an object store) under the same load on the same machine at the same time."""
+    from shared.object_store import require_reachable
+
+    if not args.against:
+        return run(passthrough(args))
+    for root in (config.storage.root, args.against):
+        require_reachable(root, config.storage.s3)
+    return {"runs": {root: run([*passthrough(args), f"--set=storage.root={root}"])
+                     for root in (config.storage.root, args.against)}}
+
+
+def _against_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--against", metavar="ROOT",
+                        help="also run it with storage.root=ROOT (e.g. a local folder against an s3a:// root), "
+                        "right after: one report per root under \"runs\"")
+
+
+def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.fast_path import memory
+
+    _load_is_possible(config, [args.rate], args.hot_pages)
+    profile, = _profiles(args.config_name)
+    print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
+    return 0
+
+def cmd_bench_recovery(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.recovery import recovery
+    from shared.kafka import require_reachable
+
+    if args.kill_after >= args.seconds:
+        raise LakehouseError(f"--kill-after ({args.kill_after:g}) must be less than --seconds ({args.seconds:g})")
+    _load_is_possible(config, [args.rate], args.hot_pages)
+    profile, = _profiles(args.config_name)
+    require_reachable(config.kafka)
+    print(json.dumps(recovery(passthrough(args), profile, args.rate, args.seconds, args.kill_after, args.hot_pages),
+                     indent=2))
+    return 0
+
+
+def _load_is_possible(config: Config, rates: list[float], hot_pages: int) -> None:
+    """Refuse a load the generator would refuse (e.g. too many hot pages for the rate at this
+    threshold) before any child process or Spark starts, with the generator's own message."""
+    from lakehouse.services.generator import TrafficSpec
+
+    for rate in rates:
+        TrafficSpec.for_config(config, rate, hot_pages=hot_pages).validated()
+
+
+def _load_arguments(parser: argparse.ArgumentParser, seconds: float, hot_pages: int) -> None:
+    """--rate, --seconds and --hot-pages: the generated load a fast-path benchmark offers."""
+    parser.add_argument("--rate", type=positive(float), default=20_000.0, help="events/s offered (default 20000)")
+    parser.add_argument("--seconds", type=positive(float), default=seconds, help=f"load, in seconds (default {seconds:g})")
+    parser.add_argument("--hot-pages", type=int, default=hot_pages, help=f"hot pages in the load (default {hot_pages})")
+
+
+def _configs_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--configs", default="real-time,tuned,spark-defaults,seed",
+                        help="comma-separated: real-time (Spark 4.3's real-time mode), tuned (micro-batch), "
+                        "spark-defaults, seed (default: all four)")
+
+
+def register(commands: Any, common: argparse.ArgumentParser) -> None:
+    """Add this area's commands to `lakehouse`."""
+    bench = commands.add_parser("bench", parents=[common], help="benchmarks; each prints one JSON object",
+                                description="Benchmarks. Each run uses fresh topics, tables and checkpoints.")
+    bench_commands = bench.add_subparsers(dest="bench_command", metavar="BENCHMARK", required=True)
+    bench_latency = bench_commands.add_parser(
+        "latency", parents=[common], help="time-to-alert under several configurations, same load",
+        description="Time-to-alert (Kafka append of the crossing click -> Kafka append of the first alert) "
+        "for each configuration in turn, on the same generated load; p50/p95/p99/p99.9/max, missed windows, "
+        "the real-time batch boundaries inside the load, and p99 ratios to tuned and to real-time.")
+    _load_arguments(bench_latency, seconds=60.0, hot_pages=8)
+    _configs_argument(bench_latency)
+    bench_latency.add_argument("--with-medallion", action="store_true",
+                               help="instead of --configs: the fast path alone, then with the four medallion streams "
+                               "beside it in its own application (FAIR pools), then in a separate application under "
+                               "nice (as `lakehouse run` starts it); p99 ratios over alone (target 1.2)")
+    bench_latency.add_argument("--scraped", action="store_true",
+                               help="instead of --configs: tuned without its Prometheus endpoint, then with it, scraped "
+                               "every second by a real Prometheus (make setup installs it); the p99 ratio is the "
+                               "scrape's cost")
+    _against_argument(bench_latency)
+    bench_latency.set_defaults(handler=cmd_bench_latency)
+    bench_capacity = bench_commands.add_parser(
+        "capacity", parents=[common], help="highest delivered rate whose time-to-alert p99 meets an SLA",
+        description="For each configuration, search over rates for the highest delivered rate at which "
+        "time-to-alert p99 stays at or under --sla-ms, each rate over at least --min-windows alerted windows "
+        "(hot pages and seconds are chosen per rate); a run whose traffic did not deliver 95%% of the offered "
+        "rate is invalid and counts as a miss. One JSON object with every rate tried.")
+    bench_capacity.add_argument("--sla-ms", type=positive(float), default=1000.0, help="p99 target (default 1000)")
+    _configs_argument(bench_capacity)
+    bench_capacity.add_argument("--start-rate", type=positive(float), default=20_000.0,
+                                help="the first rate tried (default 20000)")
+    bench_capacity.add_argument("--min-windows", type=positive(int), default=60,
+                                help="alerted windows per rate (default 60)")
+    bench_capacity.add_argument("--max-runs", type=positive(int), default=6, help="runs per configuration (default 6)")
+    bench_capacity.set_defaults(handler=cmd_bench_capacity)
+    bench_recovery = bench_commands.add_parser(
+        "recovery", parents=[common], help="kill -9 of the fast path under load: time to the next alert, replay",
+        description="Run the fast path under --rate for --seconds, kill it with SIGKILL --kill-after seconds into the "
+        "load and start it again at once; report the seconds from the restart to the first alert of a window that "
+        "crossed after it, the clicks replayed, the alert records written twice and the windows missed.")
+    _load_arguments(bench_recovery, seconds=150.0, hot_pages=8)
+    bench_recovery.add_argument("--kill-after", type=positive(float), default=60.0,
+                                help="seconds into the load of the kill (default 60)")
+    bench_recovery.add_argument("--configs", dest="config_name", default="real-time",
+                                help="one configuration: real-time (default), tuned, spark-defaults or seed")
+    bench_recovery.set_defaults(handler=cmd_bench_recovery)
+    bench_throughput = bench_commands.add_parser(
+        "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
+        description="Offer each rate in turn for --seconds; stop at the first whose Kafka lag grows.")
+    bench_throughput.add_argument("--rates", default="10000,20000,25000,30000", help="rates to try, in order")
+    bench_throughput.add_argument("--seconds", type=positive(float), default=60.0)
+    bench_throughput.add_argument("--hot-pages", type=int, default=3)
+    bench_throughput.set_defaults(handler=cmd_bench_throughput)
+    bench_memory = bench_commands.add_parser(
+        "memory", parents=[common], help="state rows and driver JVM RSS over a long run",
+        description="Run the fast path at --rate for --seconds, sampling state rows and the driver JVM's RSS.")
+    _load_arguments(bench_memory, seconds=600.0, hot_pages=3)
+    bench_memory.add_argument("--configs", dest="config_name", default="real-time",
+                              help="one configuration: real-time (default), tuned, spark-defaults or seed")
+    bench_memory.set_defaults(handler=cmd_bench_memory)
+    bench_backfill = bench_commands.add_parser(
+        "backfill", parents=[common], help="medallion backfill: events/s and growth with history",
+        description="Backfill N events from bronze to gold with AvailableNow (events per second), then time an "
+        "incremental backfill of the same N new events on top of 1x and of --history x N events of history "
+        "(the ratio shows whether a backfill slows down as the tables grow). Reports peak memory.")
+    bench_backfill.add_argument("--events", type=positive(int), default=200_000, help="N (default 200000)")
+    bench_backfill.add_argument("--history", type=positive(int), default=10, help="the larger history, in N (default 10)")
+    bench_backfill.add_argument("--span", type=positive(float), default=3600.0,
+                                help="seconds of event time each block of N events covers (default 3600)")
+    _against_argument(bench_backfill)
+    bench_backfill.set_defaults(handler=cmd_bench_backfill)

@@ -1,0 +1,154 @@
+"""What the command modules share: output, argument types, and a monitored Spark session."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any
+
+from shared.config import Config
+from shared.progress import ChangedRows
+
+
+def say(message: str) -> None:
+    from shared.progress import echo  # to stderr, above an open progress bar instead of through it
+
+    echo(message)
+
+
+def table(rows: list[dict], columns: list[str]) -> str:
+    widths = {c: max([len(c), *(len(str(row.get(c, ""))) for row in rows)]) for c in columns}
+    lines = ["  ".join(c.ljust(widths[c]) for c in columns), "  ".join("-" * widths[c] for c in columns)]
+    lines += ["  ".join(str(row.get(c, "")).ljust(widths[c]) for c in columns) for row in rows]
+    return "\n".join(lines)
+
+
+#: The one output convention of every command that prints a result (`--format`).
+FORMATS = ("table", "json", "csv")
+
+
+def output_options(rows: str = "the rows") -> argparse.ArgumentParser:
+    """`--format table|json|csv`: a table (or text) for people, the whole result as JSON for programs,
+    its rows (`rows`) as CSV for spreadsheets."""
+    output = argparse.ArgumentParser(add_help=False)
+    output.add_argument("--format", choices=FORMATS, default="table",
+                        help=f"table (default), json (the whole result) or csv ({rows})")
+    return output
+
+
+def print_rows(rows: list[dict], columns: list[str], output: str, document: Any = None,
+               text: Callable[[], str] | None = None) -> None:
+    """Print a result as `output` asks: json prints `document` (default: the rows), csv the rows'
+    `columns`, table `text()` (default: a table of the rows)."""
+    if output == "json":
+        print(json.dumps(rows if document is None else document, indent=2, default=str))
+    elif output == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        print(text() if text else table(rows, columns))
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {text}")
+    return value
+
+
+def positive(kind: type) -> Callable[[str], float | int]:
+    def parse(text: str):
+        value = kind(text)
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be above 0, got {text}")
+        return value
+
+    return parse
+
+
+def instant(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an ISO-8601 time such as 2026-11-22T10:00:00Z, got {text}")
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+@contextmanager
+def monitored(config: Config, application: str,
+              echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
+    """The checkpoints of the path's queries (`application`: `operational` or `analytical`,
+    lakehouse.catalog) held by this process, a SparkSession for the path, and while the block runs
+    every query's progress recorded to ops/stream_progress (where the runtime has Delta; the fast
+    path's parent records it otherwise), given to `echo` and served to Prometheus
+    (lakehouse.monitoring.metrics)."""
+    from lakehouse.catalog import QUERIES_BY_PATH
+    from shared.checkpoints import exclusive
+    from lakehouse.monitoring.live_consumers import consumer_readings
+    from shared.broker_readings import BrokerOffsets
+    from lakehouse.monitoring.metrics import QueryFacts, require_free_port, serving
+    from lakehouse.monitoring.stream_progress import recording, table_location
+    from shared.query_progress import watching
+    from shared.runtime import current
+    from shared.spark import spark_session
+
+    streams = QUERIES_BY_PATH[application]
+    with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks:
+        require_free_port(config.metrics, application)  # said before Spark takes seconds to start
+        spark = spark_session(config, application=application)
+        locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
+        facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
+        with serving(config.metrics, application, facts, BrokerOffsets(config.kafka),
+                     live=lambda: consumer_readings(spark)) as metrics, \
+                recording(spark, table_location(config) if current().delta else None, echo) as recorder, \
+                watching(spark, recorder, metrics):
+            if metrics:
+                say(f"metrics: http://{config.metrics.bind_address}:{config.metrics.port(application)}/metrics")
+            yield spark, recorder
+
+
+def recording_children(config: Config, args: argparse.Namespace, start: Callable[[Any], Sequence[Any]]) -> None:
+    """Run queries in child processes (shared.processes.PathProcess) that `start` starts, given the
+    progress recorder, until a signal, `args.seconds` or a child's end; this process records their
+    progress to ops/stream_progress and prints the console view every status interval. Used where
+    the fast path runs in its own runtime (real-time mode), which has no Delta to record with."""
+    from lakehouse.monitoring.stream_progress import recording, table_location
+    from lakehouse.path_processes import stopped_at_the_end
+    from shared.spark import spark_session
+    from shared.streaming import await_stop
+
+    spark = spark_session(config, in_driver=True)
+    with recording(spark, table_location(config)) as recorder:
+        children = start(recorder)
+        changed_rows = ChangedRows(say)
+
+        def status() -> None:
+            recorder.flush()
+            changed_rows(recorder.console_view())
+
+        with stopped_at_the_end(children):
+            await_stop(config.operational, seconds=args.seconds, report=say,
+                       until=lambda: any(child.ended for child in children), on_status=status)
+
+
+def passthrough(args: argparse.Namespace) -> list[str]:
+    """The --config/--set a benchmark's child processes must see."""
+    config = [f"--config={args.config}"] if getattr(args, "config", None) else []
+    verbose = ["--verbose"] if getattr(args, "verbose", False) else []
+    return config + verbose + [f"--set={item}" for item in getattr(args, "overrides", [])]
+
+
+
+def window_range_options() -> argparse.ArgumentParser:
+    """--from/--to: the windows a question (query, reconcile) covers, by their start."""
+    window_range = argparse.ArgumentParser(add_help=False)
+    window_range.add_argument("--from", dest="start", type=instant, help="first window start included (ISO-8601)")
+    window_range.add_argument("--to", dest="end", type=instant, help="window starts before this")
+    return window_range

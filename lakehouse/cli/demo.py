@@ -1,0 +1,241 @@
+"""`lakehouse demo`: the whole story, end to end, on the embedded default.
+
+Starts the embedded broker (unless one runs) and runs both paths side by side (`lakehouse run`) on
+its own topics and tables (conf/demo.yaml) while `lakehouse generate` sends shop traffic with
+three hot pages (and a little late, duplicate and malformed data). Then a backfill catches the medallion up, and the demo shows
+the alerts with their time-to-alert, a trend query, the expectations and the reconciliation. It
+stops what it started and says how to go on with what it made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from shared import PROJECT_ROOT
+from shared.config import Config, with_overrides
+from shared.config_layers import as_overrides, read_yaml
+from shared.errors import LakehouseError
+from shared.progress import ENV as PROGRESS_MODE
+from shared.storage import local_folder
+from shared.processes import child_env
+
+#: The demo's topics and tables, apart from a user's own; any command reads them with this file.
+DEMO_PROFILE = PROJECT_ROOT / "conf" / "demo.yaml"
+
+
+def _say(message: str) -> None:
+    print(message, flush=True)
+
+
+#: What the processes and steps say that the console shows besides the demo's story.
+WORTH_SHOWING = re.compile(r"\b(WARN|WARNING|ERROR|Traceback)\b|error:|\] failed \(")
+
+
+class DemoLog:
+    """The console tells the demo's story; everything its processes and steps say (query starts,
+    status rows, each layer's progress) goes to the demo's log, and only warnings and errors also
+    to the console."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._file = None
+
+    def note(self, message: str) -> None:
+        if self._file is None or not self.path.exists():  # the demo empties its folder as it starts
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._file = open(self.path, "a", encoding="utf-8")
+        self._file.write(message + "\n")
+        self._file.flush()
+        for line in message.splitlines():
+            if WORTH_SHOWING.search(line):
+                print(f"   {line}", file=sys.stderr, flush=True)
+
+
+def _on_the_way(seconds: float, config: Config, recorder, alerted_windows: int) -> str:
+    """A line of the run's story: what the topic holds, what the fast path alerted, where the medallion is."""
+    from analytical.registry import STREAMS
+    from shared.kafka import topic_offsets
+
+    clicks = sum(latest - earliest for earliest, latest in topic_offsets(config.kafka, config.kafka.topics.clicks).values())
+    batches = ", ".join(f"{stream.name} {recorder.latest[stream.name].batchId}" for stream in STREAMS
+                        if stream.name in recorder.latest)
+    return f"   {seconds:3.0f} s: {clicks:>9,} clicks on the topic, {alerted_windows:>3} windows alerted; medallion batches: {batches}"
+
+
+def _fresh_topics(config: Config) -> None:
+    """Delete the demo topics of an earlier run and create them again, with broker timestamps."""
+    from shared.kafka import admin_client, ensure_topics
+
+    topics = [config.kafka.topics.clicks, config.kafka.topics.alerts]
+    with admin_client(config.kafka) as admin:
+        old = [name for name in topics if name in admin.list_topics()]
+        if old:
+            admin.delete_topics(old)
+            deadline = time.monotonic() + 30
+            while set(old) & set(admin.list_topics()) and time.monotonic() < deadline:
+                time.sleep(0.2)  # deletion is asynchronous: recreate only once they are gone
+    ensure_topics(config.kafka, topics, timestamp_type="LogAppendTime")
+
+
+def run_demo(config: Config, seconds: float, rate: float, config_args: list[str], overrides: list[str]) -> int:
+    """The demo on `config` with conf/demo.yaml layered on it, the command's own `overrides` (--set)
+    last; `config_args` are what its child processes are given (see common.passthrough)."""
+    from analytical import gold_page_clicks_5s, pipeline, trends
+    from analytical.checks import check
+    from analytical.reconciliation import reconcile
+    from analytical.registry import STREAMS
+    from analytical.tables import read_table
+    from operational import hot_pages
+    from shared.alerts_topic import latest_alerts
+    from lakehouse.bench.time_to_alert import time_to_alert
+    from lakehouse.services.broker import EmbeddedBroker
+    from shared.checkpoints import empty_keeping_locks, exclusive
+    from lakehouse.monitoring.stream_progress import recording, table_location
+    from lakehouse.path_processes import FastPathProcess, MedallionProcess, stopped_at_the_end
+    from shared.query_progress import watching
+    from shared.runtime import real_time_available
+    from shared.spark import spark_session
+    from shared.streaming import await_stop, supervise
+
+    started_at = time.monotonic()
+    demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins
+    config = with_overrides(config, demo_settings)
+    medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
+    names = [hot_pages.STREAM.name]
+    in_child = config.operational.mode == "real-time" and not real_time_available()
+    log = DemoLog((local_folder(config.storage.root) or PROJECT_ROOT / ".run") / "demo.log")
+    _note = log.note
+    if not sys.stderr.isatty():  # in a log the story lines are the progress; a terminal keeps its bars
+        os.environ.setdefault(PROGRESS_MODE, "off")
+    broker = EmbeddedBroker(config, log=_note)
+    was_running = broker.status().running
+    # refuses a second demo on the same folder (a fast path in a child process holds its own lock)
+    with exclusive(config.path(), ["demo"] if in_child else names, report=_note) as locks:
+        empty_keeping_locks(config.path())
+        try:
+            _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
+            _say(f"   {broker.start(die_with_caller=True)}")
+            _fresh_topics(config)
+
+            _say(f"\n== 2. `lakehouse run`: the fast path ({config.operational.mode} mode), and the medallion as a "
+                 f"low-priority process, while "
+                 f"{seconds:g} s of clicks arrive at {rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} "
+                 "per window; 1% late, 1% duplicate, 0.5% malformed)")
+            spark = spark_session(config)
+            locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
+            command = [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--seconds", str(seconds),
+                       "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
+                       "--malformed-fraction", "0.005", "--topic", config.kafka.topics.clicks,
+                       f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
+            traffic: list[subprocess.Popen] = []
+            traffic_started: list[float] = []
+            finished_at: list[float] = []
+            with recording(spark, table_location(config)) as recorder, watching(spark, recorder):
+                next_view = time.monotonic()
+                fast_path_started = threading.Event()
+
+                def relay_fast_path(line: str) -> None:
+                    if "] started (query id" in line:
+                        fast_path_started.set()
+                    _note(line)
+
+                # the fast path in its own runtime (real-time mode), or in this process (micro-batch)
+                children = [MedallionProcess(medallion_args, config.analytical.niceness, relay=_note,
+                                             on_progress=recorder.show)]
+                if in_child:
+                    children.append(FastPathProcess(medallion_args, config.operational.real_time.checkpoint_interval,
+                                                    relay=relay_fast_path,
+                                                    on_progress=recorder.record))
+
+                def all_up() -> bool:
+                    medallion_up = all(stream.name in recorder.latest for stream in STREAMS)
+                    fast_up = fast_path_started.is_set() if in_child else hot_pages.STREAM.name in recorder.latest
+                    return medallion_up and fast_up
+
+                def status() -> None:
+                    nonlocal next_view
+                    if not traffic and all_up():
+                        _say("   every query runs: the traffic starts")
+                        traffic_started.append(time.monotonic())
+                        traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                                        text=True, env=child_env()))
+                    if traffic and not finished_at and traffic[0].poll() is not None:
+                        finished_at.append(time.monotonic())
+                    if time.monotonic() >= next_view:
+                        recorder.flush()
+                        _note(recorder.console_view())
+                        if traffic_started and not finished_at:
+                            alerted = len(latest_alerts(config.kafka, config.kafka.topics.alerts).latest)
+                            _say(_on_the_way(time.monotonic() - traffic_started[0], config, recorder, alerted))
+                        next_view = time.monotonic() + 10
+
+                def done() -> bool:
+                    return any(child.ended for child in children) or \
+                        (bool(finished_at) and time.monotonic() > finished_at[0] + 10)
+
+                every_second = config.operational.model_copy(update={"status_interval_s": 1})
+                with stopped_at_the_end(children):
+                    if in_child:
+                        await_stop(every_second, seconds=seconds + 180, report=_note, until=done, on_status=status)
+                    else:
+                        supervise(hot_pages.starters(spark, config), every_second, seconds=seconds + 180,
+                                  report=_note, on_status=status, status_lines=False, until=done)
+            if not traffic:
+                raise LakehouseError("the demo's queries did not all start within the time allowed")
+            sent = json.loads(traffic[0].communicate()[0])
+            _say(f"   sent {sent['sent']:,} records at {sent['achieved_rate']:,.0f}/s")
+
+            _say("\n== 3. a backfill catches the medallion up (`lakehouse analytical --available-now`)")
+            for run in pipeline.backfill(spark, config, _note):
+                _say(f"   {run.name:24s} {run.rows:>9,} rows in {run.seconds:5.1f} s")
+
+            _say("\n== 4. the alerts, one per window (highest count), and their time-to-alert")
+            book = latest_alerts(config.kafka, config.kafka.topics.alerts)
+            for alert in book.sorted()[:6]:
+                _say(f"   {alert.window_start}  {alert.page_id:22s} {alert.click_count:>6,} clicks")
+            _say(f"   ... {len(book.latest)} alerted windows, {book.records} alert records")
+            figures = time_to_alert(spark, config)
+            _say(f"   time-to-alert (Kafka append of the crossing click -> Kafka append of the alert): "
+                 f"p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
+                 f"max {figures['max_ms']} ms over {figures['alerts']} windows")
+
+            _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
+            windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE)
+            rows, _ = trends.answer(trends.on_spark(windows, "top-pages", limit=5))
+            for row in rows:
+                _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
+
+            _say("\n== 6. the expectations (`lakehouse check`)")
+            results, docs = check(spark, config, _note)
+            failed = [row for row in results if not row["success"]]
+            _say(f"   {len(results) - len(failed)} of {len(results)} expectations passed"
+                 + (f"; failed: {', '.join(row['expectation'] for row in failed)}" if failed else ""))
+
+            _say("\n== 7. the reconciliation of alerts against gold (`lakehouse reconcile`)")
+            verdict = reconcile(spark, config)
+            _say(f"   windows compared {verdict['windowsCompared']}, matched {verdict['matched']}, pending "
+                 f"{verdict['pending']}, by cause {verdict['byCause']}, unexplained {verdict['unexplained']}: "
+                 + ("consistent" if verdict["consistent"] else "NOT consistent"))
+        finally:
+            if not was_running:
+                _say("\n== 8. clean stop")
+                broker.stop()
+                _say("   the broker is stopped")
+    profile = DEMO_PROFILE.relative_to(PROJECT_ROOT)
+    _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s. What it made stays for you to explore:")
+    _say(f"   tables:     {config.storage.root} (bronze, silver, gold, ops/stream_progress)")
+    _say(f"   Data Docs:  {docs}")
+    _say(f"   its log:    {log.path}")
+    _say(f"   ask it:     lakehouse query hot-windows --config {profile}")
+    _say(f"               lakehouse sql --config {profile} \"SELECT reason, count(*) FROM silver.quarantine GROUP BY reason\"")
+    _say(f"   alerts:     lakehouse kafka start && lakehouse alerts --config {profile}   (the broker keeps its topics)")
+    _say("   your own run, step by step: README.md, \"Your first run\"; the notebooks make their own "
+         "topics and tables (notebooks/README.md)")
+    return 0

@@ -1,0 +1,174 @@
+"""Each path's `lakehouse` command in a child process of its own, in its path's runtime.
+
+`FastPathProcess`: the fast path in its own runtime (Spark 4.3, real-time mode), its progress recorded
+by the process that started it.
+
+`MedallionProcess`: the medallion beside the fast path, as a separate, lower-priority application
+(`analytical.niceness`). FAIR pools only order tasks that wait: a medallion task already running, and
+a Delta MERGE's driver work, would still hold a shared JVM's cores, while a separate low-priority
+process yields the machine whenever the fast path has work (operational/README.md, "Isolation", has
+the measurements). So `lakehouse run`, the demo and the benchmark start the medallion this way.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from shared.errors import LakehouseError
+from shared.processes import child_env
+from shared.runtime import FAST_PATH, MEDALLION, command_in
+from shared.streaming import BATCH_COMMIT_S, StopRequest
+
+
+#: How long a path's process waits for the broker at start: `run` checked it a moment before, and a
+#: broker restarting meanwhile must not end the run (the streams themselves ride it out).
+BROKER_WAIT_S = 120.0
+
+
+class PathProcess:
+    """One path's `lakehouse` command in a child process of its own, in its path's runtime.
+
+    Its stderr lines go to `relay`; its progress reports (JSON lines on its stdout) to `on_progress`.
+    The child holds its own checkpoint locks.
+    """
+
+    describe = "the child process"
+    #: How long a clean stop may take before it is killed.
+    stop_within_s = 120.0
+
+    def __init__(self, command: Sequence[str], relay: Callable[[str], None],
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            # Its own process group, so a terminal's Ctrl-C reaches only the parent, which stops it in
+            # order; but not its own session: with sched_autogroup (Linux's default) a new session is
+            # a new CPU group scheduled as an equal of the parent's, and `nice` would no longer yield
+            # (measured: p50 time-to-alert 3.6 s instead of 1.0 s).
+            process_group=0,
+            env=child_env(),  # killed with its parent, so a kill -9 of `run` leaves no checkpoint held
+        )
+        self.last_error: str | None = None
+        self._stop_requested = False
+        self.streams_with_progress: set[str] = set()
+        self._relay = relay
+        self._on_progress = on_progress
+        self._readers = [threading.Thread(target=self._read_errors, daemon=True),
+                         threading.Thread(target=self._read_progress, daemon=True)]
+        for reader in self._readers:
+            reader.start()
+
+    def _read_errors(self) -> None:
+        for line in self._process.stderr:
+            line = line.rstrip("\n")
+            if line.startswith("error: "):
+                self.last_error = line.removeprefix("error: ")
+            self._relay(line)
+
+    def _read_progress(self) -> None:
+        for line in self._process.stdout:
+            if line.startswith("{"):  # anything else a library prints is not ours
+                progress = json.loads(line)
+                self.streams_with_progress.add(progress.get("name"))
+                self._on_progress(progress)
+
+    @property
+    def ended(self) -> bool:
+        return self._process.poll() is not None
+
+    @property
+    def failed(self) -> str | None:
+        """Its error when it ended with one (it prints `error: ...` last). Stopped while it was still
+        starting, before it took SIGTERM as a clean stop, it ends by the signal: not a failure."""
+        if self._process.poll() in (None, 0) or (self._stop_requested and self._process.poll() == -signal.SIGTERM):
+            return None
+        self._join()
+        return self.last_error or f"{self.describe} exited with {self._process.returncode}"
+
+    def crash(self) -> None:
+        """SIGKILL, as the OOM killer would: its Spark JVM dies with it (it dies with its parent)."""
+        self._process.kill()
+        self._process.wait()
+
+    def stop(self) -> None:
+        """SIGTERM: it stops its queries cleanly; SIGKILL only if it hangs (`stop_within_s`)."""
+        self.request_stop()
+        self.await_end(threading.Event())
+
+    def request_stop(self) -> None:
+        """SIGTERM, as Ctrl-C: the first stops it cleanly, a second one tells it to stop now."""
+        if self._process.poll() is None:
+            self._stop_requested = True
+            self._process.terminate()
+
+    def await_end(self, hurry: threading.Event) -> None:
+        """Wait for it to end after `request_stop`, at most `stop_within_s`; when `hurry` is set meanwhile
+        (a second Ctrl-C to this process), ask again once, which stops it now."""
+        deadline, hurried = time.monotonic() + self.stop_within_s, False
+        while self._process.poll() is None and time.monotonic() < deadline:
+            if hurry.is_set() and not hurried:
+                self.request_stop()
+                hurried = True
+            try:
+                self._process.wait(timeout=0.25)
+            except subprocess.TimeoutExpired:
+                pass
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._join()
+
+    def _join(self) -> None:
+        for reader in self._readers:
+            reader.join(timeout=10)
+
+
+@contextmanager
+def stopped_at_the_end(children: Sequence[PathProcess]) -> Iterator[Sequence[PathProcess]]:
+    """Stop `children` when the block ends, however it ends; then, when it ended normally, a child
+    that failed becomes a LakehouseError with its error."""
+    try:
+        yield children
+    finally:
+        with StopRequest() as again:  # a Ctrl-C while they stop is passed on: they stop now
+            for child in children:  # all at once: each may wait for its running batch to end
+                child.request_stop()
+            for child in children:
+                child.await_end(again.event)
+    for child in children:
+        if child.failed:
+            raise LakehouseError(child.failed)
+
+
+class MedallionProcess(PathProcess):
+    """`lakehouse analytical --progress-json` in the medallion's runtime, under `nice`; it records its
+    own progress to ops/stream_progress."""
+
+    describe = "the medallion process"
+
+    def __init__(self, config_args: Sequence[str], niceness: int, relay: Callable[[str], None],
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+        super().__init__(["nice", "-n", str(niceness), *command_in(
+            MEDALLION, "lakehouse.cli", "analytical", "--progress-json", f"--wait-for-broker={BROKER_WAIT_S:g}",
+            *config_args)], relay, on_progress)
+
+
+class FastPathProcess(PathProcess):
+    """`lakehouse operational --progress-json` in the fast path's runtime (real-time mode needs Spark
+    4.3, which has no Delta): its progress reports reach `on_progress`, which records them."""
+
+    describe = "the fast path's process"
+
+    def __init__(self, config_args: Sequence[str], checkpoint_interval: timedelta, relay: Callable[[str], None],
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+        super().__init__(command_in(FAST_PATH, "lakehouse.cli", "operational", "--progress-json",
+                                    f"--wait-for-broker={BROKER_WAIT_S:g}", *config_args), relay, on_progress)
+        # a clean stop lets its running real-time batch end and commit (shared.streaming.end_with_running_batch)
+        self.stop_within_s = checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s

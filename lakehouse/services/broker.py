@@ -1,0 +1,317 @@
+"""The embedded single-node Apache Kafka broker (KRaft, broker and controller in one process).
+
+For local runs, the demo and the tests: a real broker from the Maven-resolved jars in
+`.jars/broker`, listening on the port of `kafka.bootstrap_servers`, with its data, log and pid file
+under `broker.run_dir`. The storage is formatted on the first start; later starts reuse it, so
+topics and offsets survive a restart.
+
+It speaks what the clients are configured for (`kafka.security.protocol`): PLAINTEXT, or SASL_SSL as
+production brokers do, with TLS from a certificate authority made at its first secured start
+(`<run_dir>/tls/ca.pem`, which clients trust through `kafka.security.ssl_cafile`) and SCRAM users.
+The client user (`kafka.security.sasl_username`, its password from the environment) is created or
+given its current password at every start; the broker's own user, for its listener's inter-broker
+side, has a password made at format time that only the broker's files (mode 0600) hold.
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from shared import PROJECT_ROOT
+from shared.config import Config, KafkaConfig
+from shared.errors import ConfigError, LakehouseError
+from shared.jvm import JARS_DIR, jars, java_executable
+from lakehouse.services.daemon import Daemon, free_port, require_free_ports
+from lakehouse.services.tls import authority_in, write_private
+
+_LOG4J = PROJECT_ROOT / "conf" / "broker-log4j2.properties"
+_JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
+#: The broker's own SCRAM user (its listener's inter-broker side); never a client's.
+BROKER_USER = "lakehouse-broker"
+#: What the embedded broker speaks (kafka.security.protocol).
+PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
+_SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+
+
+class BrokerError(LakehouseError):
+    """The broker could not be started or stopped; the message carries the log's tail."""
+
+
+@dataclass(frozen=True)
+class BrokerStatus:
+    running: bool
+    pid: int | None
+    bootstrap: str
+    answering: bool
+    protocol: str = "PLAINTEXT"
+
+    def describe(self) -> str:
+        if not self.running:
+            return f"not running (bootstrap {self.bootstrap})"
+        health = "answering" if self.answering else "not answering yet"
+        return f"running, pid {self.pid}, bootstrap {self.bootstrap} ({self.protocol}), {health}"
+
+
+class EmbeddedBroker:
+    """Start, stop and inspect the broker whose files live in `config.broker.run_dir`."""
+
+    def __init__(self, config: Config, log=print):
+        self.kafka = config.kafka
+        self.host, self.port = config.kafka.first_host_port
+        self.bootstrap = f"{self.host}:{self.port}"
+        self.protocol = config.kafka.security.protocol
+        self.settings = config.broker
+        self.partitions = config.kafka.partitions
+        self.run_dir = Path(config.broker.run_dir)
+        self.data_dir = self.run_dir / "data"
+        self.properties = self.run_dir / "server.properties"
+        self.tls_dir = self.run_dir / "tls"
+        self._daemon = Daemon("broker", self.run_dir, marker=["kafka.Kafka", str(self.properties)])
+        self.log_file = self._daemon.log_file
+        self.pid_file = self._daemon.pid_file
+        self._log = log
+
+    # -- commands ---------------------------------------------------------------------------
+
+    def start(self, die_with_caller: bool = False) -> str:
+        """Start the broker unless it runs; return its bootstrap address once it answers.
+
+        `die_with_caller`: the kernel kills the broker when this process dies, however it dies (the
+        demo's broker); otherwise it runs on until `stop` (`lakehouse kafka start`)."""
+        self._check_security()
+        pid = self._daemon.running_pid()
+        if pid:
+            self._log(f"broker already running (pid {pid}), waiting until it answers")
+            self._wait_until_answering(pid)
+            self._upsert_client_user()
+            return self.bootstrap
+        self.pid_file.unlink(missing_ok=True)  # stale: its process is gone
+        require_free_ports(self.host, {"kafka.bootstrap_servers": self.port,
+                                       "the controller (server.properties)": self._controller_port()})
+        java = java_executable()
+        jars("broker")  # a clear error when set-up has not run
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        self._write_properties()
+        if not (self.data_dir / "meta.properties").exists():
+            self._format(java)
+        self._log(f"starting the Kafka broker on {self.bootstrap} ({self.protocol}; log: {self.log_file})")
+        command = [*self._java_command(java), "kafka.Kafka", str(self.properties)]
+        pid = self._daemon.start(command, die_with_caller=die_with_caller)
+        try:
+            self._wait_until_answering(pid)
+            self._upsert_client_user()
+        except BaseException:
+            self.stop(quiet=True)
+            raise
+        return self.bootstrap
+
+    def stop(self, quiet: bool = False) -> bool:
+        """SIGTERM, wait up to broker.stop_timeout_s, SIGKILL only then. False if it was not running."""
+        pid = self._daemon.running_pid()
+        if pid and not quiet:
+            self._log(f"stopping the Kafka broker (pid {pid})")
+        stopped = self._daemon.stop(self.settings.stop_timeout_s, log=self._log)
+        if not quiet:
+            self._log("broker stopped" if stopped else "broker not running")
+        return stopped
+
+    def status(self) -> BrokerStatus:
+        pid = self._daemon.running_pid()
+        answering = bool(pid) and self._answers(timeout_s=5)
+        return BrokerStatus(running=bool(pid), pid=pid, bootstrap=self.bootstrap, answering=answering,
+                            protocol=self.protocol)
+
+    # -- security ---------------------------------------------------------------------------
+
+    @property
+    def secured(self) -> bool:
+        return self.protocol == "SASL_SSL"
+
+    def _check_security(self) -> None:
+        security = self.kafka.security
+        if self.protocol not in PROTOCOLS:
+            raise ConfigError(f"kafka.security.protocol: the embedded broker speaks {' or '.join(PROTOCOLS)}, "
+                              f"not {self.protocol}")
+        if self.secured and security.sasl_mechanism not in _SCRAM:
+            raise ConfigError(f"kafka.security.sasl_mechanism: the embedded broker's users are SCRAM users "
+                              f"({' or '.join(_SCRAM)}), not {security.sasl_mechanism}")
+        formatted = self._formatted_protocol()
+        if formatted and formatted != self.protocol:
+            raise ConfigError(
+                f"broker.run_dir {self.run_dir} holds a broker formatted for {formatted}, and "
+                f"kafka.security.protocol is {self.protocol}: give this broker its own broker.run_dir "
+                "(conf/secured.yaml uses .run/kafka-secured), or delete that folder")
+
+    def _formatted_protocol(self) -> str | None:
+        if not (self.data_dir / "meta.properties").exists():
+            return None
+        marker = self.run_dir / "protocol"
+        return marker.read_text().strip() if marker.exists() else "PLAINTEXT"
+
+    def _broker_password(self) -> str:
+        """The broker's own SCRAM password: made once, kept in a file only its owner reads."""
+        path = self.tls_dir / "broker-user.secret"
+        if not path.exists():
+            self.tls_dir.mkdir(parents=True, exist_ok=True)
+            write_private(path, secrets.token_urlsafe(32).encode())
+        return path.read_text().strip()
+
+    def as_broker_user(self) -> KafkaConfig:
+        """Client settings that log in as the broker's own user (readiness, user management)."""
+        if not self.secured:
+            return self.kafka
+        authority = authority_in(self.tls_dir, [self.host])
+        security = self.kafka.security.model_copy(update={
+            "sasl_username": BROKER_USER, "sasl_password": SecretStr(self._broker_password()),
+            "ssl_cafile": authority.ca})
+        return self.kafka.model_copy(update={"security": security})
+
+    def _upsert_client_user(self) -> None:
+        """Create the client user, or set its password to the current one (from the environment)."""
+        if not self.secured:
+            return
+        from shared.kafka import set_scram_password
+
+        security = self.kafka.security
+        set_scram_password(self.as_broker_user(), security.sasl_mechanism, security.sasl_username,
+                           security.sasl_password)
+        self._log(f"SCRAM user {security.sasl_username} ready ({security.sasl_mechanism}); "
+                  f"clients trust {self.tls_dir / 'ca.pem'}")
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _answers(self, timeout_s: float) -> bool:
+        from shared.kafka import broker_answers
+
+        return broker_answers(self.as_broker_user(), timeout_s)
+
+    def _java_command(self, java: str) -> list[str]:
+        heap = f"{self.settings.heap_mb}m"
+        return [
+            java,
+            f"-Xmx{heap}",
+            f"-Xms{heap}",
+            *_JVM_OPTIONS,
+            f"-Dlog4j2.configurationFile={_LOG4J}",
+            f"-Dkafka.logs.dir={self.run_dir / 'logs'}",
+            "-cp",
+            str(JARS_DIR / "broker" / "*"),
+        ]
+
+    def _format(self, java: str) -> None:
+        cluster_id = _new_cluster_id()
+        self._log(f"formatting broker storage in {self.data_dir} (cluster id {cluster_id})")
+        command = [
+            *self._java_command(java),
+            "kafka.tools.StorageTool",
+            "format",
+            "--standalone",
+            "--ignore-formatted",
+            "--cluster-id",
+            cluster_id,
+            "--config",
+            str(self.properties),
+        ]
+        if self.secured:  # the broker's own user must exist before its listener can log in to itself
+            mechanism = self.kafka.security.sasl_mechanism
+            command += ["--add-scram", f"{mechanism}=[name={BROKER_USER},password={self._broker_password()}]"]
+        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+        if result.returncode != 0:
+            output = result.stdout + result.stderr
+            if self.secured:  # the tool may echo its arguments
+                output = output.replace(self._broker_password(), "***")
+            raise BrokerError("formatting the broker storage failed:\n" + _tail(output.splitlines()))
+        (self.run_dir / "protocol").write_text(self.protocol + "\n")
+
+    def _controller_port(self) -> int:
+        """The controller's port: kept from the first start (it is part of the formatted quorum)."""
+        if self.properties.exists():
+            for line in self.properties.read_text().splitlines():
+                if line.startswith("controller.quorum.bootstrap.servers="):
+                    return int(line.rsplit(":", 1)[1])
+        port = free_port(self.host)
+        while port == self.port:  # the broker's own port is free until it starts: the OS may offer it
+            port = free_port(self.host)
+        return port
+
+    def _write_properties(self) -> None:
+        controller = f"{self.host}:{self._controller_port()}"
+        listener = self.protocol
+        settings = {
+            "process.roles": "broker,controller",
+            "node.id": "1",
+            "controller.quorum.bootstrap.servers": controller,
+            "listeners": f"{listener}://{self.bootstrap},CONTROLLER://{controller}",
+            "advertised.listeners": f"{listener}://{self.bootstrap}",
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": listener,
+            "listener.security.protocol.map": f"CONTROLLER:PLAINTEXT,{listener}:{listener}",
+            "log.dirs": str(self.data_dir),
+            "num.partitions": str(self.partitions),
+            "auto.create.topics.enable": "false",
+            "offsets.topic.replication.factor": "1",
+            "offsets.topic.num.partitions": "4",
+            "transaction.state.log.replication.factor": "1",
+            "transaction.state.log.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": "1",
+            "share.coordinator.state.topic.min.isr": "1",
+            "group.initial.rebalance.delay.ms": "0",
+            "log.retention.hours": "168",
+            "log.segment.bytes": str(256 * 1024 * 1024),
+        }
+        if self.secured:
+            settings |= self._secured_listener_settings()
+        text = "# Written by `lakehouse kafka start` from the project config; edits are overwritten.\n"
+        write_private(self.properties, (text + "".join(f"{k}={v}\n" for k, v in settings.items())).encode())
+
+    def _secured_listener_settings(self) -> dict[str, str]:
+        from shared.kafka_settings import jaas_config
+
+        authority = authority_in(self.tls_dir, [self.host])
+        mechanism = self.kafka.security.sasl_mechanism
+        return {
+            "sasl.enabled.mechanisms": mechanism,
+            "sasl.mechanism.inter.broker.protocol": mechanism,
+            f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config":
+                jaas_config(mechanism, BROKER_USER, self._broker_password()),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(authority.server),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(authority.ca),
+            "ssl.client.auth": "none",
+        }
+
+    def _wait_until_answering(self, pid: int) -> None:
+        deadline = time.monotonic() + self.settings.start_timeout_s
+        while time.monotonic() < deadline:
+            if self._daemon.running_pid() != pid:
+                raise BrokerError(
+                    f"the Kafka broker exited while starting; its log ends with:\n{self._daemon.log_tail()}")
+            if self._answers(timeout_s=2):
+                return
+            time.sleep(0.25)
+        raise BrokerError(
+            f"the Kafka broker did not answer on {self.bootstrap} within "
+            f"{self.settings.start_timeout_s:g} s (broker.start_timeout_s); its log ends with:\n"
+            f"{self._daemon.log_tail()}"
+        )
+
+
+def _tail(lines: list[str], count: int = 25) -> str:
+    return "\n".join("  " + line for line in lines[-count:])
+
+
+def _new_cluster_id() -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding, not starting with '-'."""
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not text.startswith("-"):
+            return text
