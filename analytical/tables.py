@@ -121,7 +121,7 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
 
     `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
     MERGEs filter on. By default it keeps them for the first 32 columns, and computing them for
-    id strings nobody ranges over costs as much as writing the Parquet itself (measured).
+    id strings nobody ranges over costs about as much as writing the Parquet itself.
     No table enables deletion vectors: `deltalake` (delta-rs, under Polars' `read_delta`) refuses
     to read a table whose protocol lists them, and gold is what analysts read without Spark. A
     MERGE rewrites the files holding the rows it changes instead; gold keeps those files small and

@@ -50,8 +50,7 @@ class PathProcess:
             command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # Its own process group, so a terminal's Ctrl-C reaches only the parent, which stops it in
             # order; but not its own session: with sched_autogroup (Linux's default) a new session is
-            # a new CPU group scheduled as an equal of the parent's, and `nice` would no longer yield
-            # (measured: p50 time-to-alert 3.6 s instead of 1.0 s).
+            # a new CPU group scheduled as an equal of the parent's, and `nice` would no longer yield.
             process_group=0,
             env=child_env(),  # killed with its parent, so a kill -9 of `run` leaves no checkpoint held
         )

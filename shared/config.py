@@ -10,7 +10,11 @@ a file. Every error names the dotted key and what is wrong with it.
 
 from __future__ import annotations
 
+import atexit
+import copy
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -23,6 +27,7 @@ from pydantic import (
     BeforeValidator,
     Field,
     PlainSerializer,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
@@ -287,6 +292,9 @@ class Config(Section):
     object_store: EmbeddedStoreConfig
     cluster: ClusterConfig
     metrics: MetricsConfig
+    #: The layers as read, `${NAME}` references unsubstituted: what a child process is handed
+    #: (`write_for_child`), so that no secret is written to a file.
+    _document: dict[str, Any] | None = PrivateAttr(default=None)
 
     def path(self, *parts: str) -> str:
         """A location under `storage.root` (a local path or a URI), e.g. path('bronze', 'clicks')."""
@@ -309,23 +317,46 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: Sequence[
         raw = deep_merge(raw, read_yaml(Path(path)))
     for item in overrides:
         apply_override(raw, item)
+    document = copy.deepcopy(raw)
     raw = substitute_environment(raw, required=secrets)
     try:
         config = Config.model_validate(raw)
     except ValidationError as error:
         raise ConfigError(describe(error)) from None
-    return _resolve_local_paths(config)
+    return _with_document(_resolve_local_paths(config), document)
 
 
 def with_overrides(config: Config, overrides: Sequence[str]) -> Config:
     """`config` with `--set`-style overrides applied and validated again (e.g. a run's own topics)."""
     raw = config.model_dump()
+    document = copy.deepcopy(config._document)
     for item in overrides:
         apply_override(raw, item)
+        if document is not None:
+            apply_override(document, item)
     try:
-        return _resolve_local_paths(Config.model_validate(raw))
+        return _with_document(_resolve_local_paths(Config.model_validate(raw)), document)
     except ValidationError as error:
         raise ConfigError(describe(error)) from None
+
+
+def _with_document(config: Config, document: dict[str, Any] | None) -> Config:
+    config._document = document
+    return config
+
+
+def write_for_child(config: Config) -> Path:
+    """`config` as one file a child process reads with `--config FILE`, instead of the layers and
+    `--set` items re-typed: the layers as read, with every override, `${NAME}` left for the child to
+    take from the environment it inherits. Readable by this user only; removed when this process ends.
+    """
+    if config._document is None:
+        raise ConfigError("this configuration was not read from its layers (load_config): it cannot be handed on")
+    folder = Path(tempfile.mkdtemp(prefix="lakehouse-config-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(config._document, sort_keys=False), encoding="utf-8")
+    return path
 
 
 def render(config: Config) -> str:

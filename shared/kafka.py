@@ -198,9 +198,8 @@ def topic_offsets(kafka: KafkaConfig, topic: str) -> dict[int, tuple[int, int]]:
 class Producer:
     """The project's producer: librdkafka through confluent-kafka, with the `kafka.producer` settings.
 
-    Measured on this 2-core machine, kafka-python's KafkaProducer.send costs about 100 µs of CPU per
-    record (20,000 records/s would take both cores from the Spark job it feeds); librdkafka about
-    3 µs. `send` queues a record (waiting while the local queue is full); `flush` waits until every
+    kafka-python's KafkaProducer.send costs tens of times librdkafka's CPU per record: at the rates
+    the generator sends, enough to take the cores of the Spark job it feeds. `send` queues a record (waiting while the local queue is full); `flush` waits until every
     queued record is acknowledged or failed for good and raises, naming the error, when any failed.
     """
 

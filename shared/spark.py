@@ -78,7 +78,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         # Delta rebuilds a table's snapshot from its log with 50 tasks by default: on a few cores that
-        # is most of a small MERGE's time (a 5-record backfill of all layers took 17 s, with this 11 s).
+        # is most of a small MERGE's time.
         "spark.databricks.delta.snapshotPartitions": str(spark.shuffle_partitions),
         # VACUUM lists a table's folders with this many tasks (10000 by default): 45 s for a small
         # table on 2 cores, 4 s with one task per core.
@@ -86,7 +86,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         "spark.ui.enabled": str(spark.ui_enabled).lower(),
         "spark.ui.showConsoleProgress": "false",
         # Both paths in one application (the isolation benchmark's "shared" layout; `lakehouse run`
-        # measured better with two): each query runs in its path's pool (`scheduler_pool`).
+        # runs them as two): each query runs in its path's pool (`scheduler_pool`).
         "spark.scheduler.mode": "FAIR",
         "spark.scheduler.allocation.file": str(PROJECT_ROOT / "conf" / "fairscheduler.xml"),
     }
@@ -134,8 +134,8 @@ def real_time_conf(config: Config) -> dict[str, str]:
         # Evict closed windows' rows as clicks arrive, not all at the batch end, where alerting stops
         # meanwhile (operational/README.md, "The batch boundary").
         "spark.sql.streaming.statefulOperator.incrementalCleanupFactor": str(real_time.evictions_per_record),
-        # Counting RocksDB's rows costs a read per write and per eviction: without it the boundary's
-        # eviction took 1 s instead of 2 to 14 s. The progress then reports 0 state rows.
+        # Counting RocksDB's rows costs a read per write and per eviction, most of the boundary's
+        # eviction time (operational/README.md, "The batch boundary"). The progress then reports 0 state rows.
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
     }
     if real_time.master:  # a cluster of its own: it holds task_slots cores for as long as it runs
@@ -207,8 +207,8 @@ def _jvm_dying_with_this_process(noise: tuple[bytes, ...] = ()) -> Iterator[None
     """Have the kernel SIGKILL the Spark JVM that PySpark launches when this process dies.
 
     Left to itself the JVM notices its driver's death when its stdin closes and then runs Spark's
-    shutdown hooks, its queries still writing meanwhile: measured 0.8 to 6.4 s on a loaded 2-core
-    machine, during which a restart waits for the checkpoints. PySpark offers no hook on the
+    shutdown hooks, its queries still writing meanwhile, for seconds on a loaded machine, during
+    which a restart waits for the checkpoints. PySpark offers no hook on the
     launch, so its `Popen` is wrapped for the duration of the launch only. The signal follows the
     thread that started the JVM, so only the main thread (which lives as long as the process) arms it.
 
@@ -269,7 +269,7 @@ def _stop_calling_the_jvm() -> None:
     """Mark Py4J's client disconnected before the JVM goes: each Python proxy of a JVM object that
     is collected while the JVM exits, or as the interpreter ends, would otherwise still tell the
     JVM, and log `ERROR:root:Exception while sending command.` with a traceback after the
-    command's last word (seen at the end of a backfill benchmark's child, now and then)."""
+    command's last word."""
     from pyspark import SparkContext
 
     if SparkContext._gateway is not None:

@@ -45,7 +45,7 @@ def cmd_bench_capacity(config: Config, args: argparse.Namespace) -> int:
 
     profiles = _profiles(args.configs)
     require_reachable(config.kafka)
-    print(json.dumps(capacity(config, passthrough(args), profiles, args.sla_ms, args.start_rate, args.min_windows,
+    print(json.dumps(capacity(config, passthrough(config, args), profiles, args.sla_ms, args.start_rate, args.min_windows,
                               max_runs=args.max_runs), indent=2))
     return 0
 
@@ -57,7 +57,7 @@ def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
     rates = [float(rate) for rate in args.rates.split(",")]
     _load_is_possible(config, rates, args.hot_pages)
     require_reachable(config.kafka)
-    print(json.dumps(throughput(passthrough(args), rates, args.seconds, args.hot_pages), indent=2))
+    print(json.dumps(throughput(passthrough(config, args), rates, args.seconds, args.hot_pages), indent=2))
     return 0
 
 
@@ -73,13 +73,14 @@ def on_each_root(config: Config, args: argparse.Namespace, run: Any) -> dict[str
     """`run(options)`'s report; with --against ROOT, one run on storage.root and one on ROOT, one after
     the other in this command, as {"runs": {root: report, ...}}: a comparison of two storages (a
     local folder and an object store) under the same load on the same machine at the same time."""
+    from shared.config import with_overrides
     from shared.object_store import require_reachable
 
     if not args.against:
-        return run(passthrough(args))
+        return run(passthrough(config, args))
     for root in (config.storage.root, args.against):
         require_reachable(root, config.storage.s3)
-    return {"runs": {root: run([*passthrough(args), f"--set=storage.root={root}"])
+    return {"runs": {root: run(passthrough(with_overrides(config, [f"storage.root={root}"]), args))
                      for root in (config.storage.root, args.against)}}
 
 
@@ -94,7 +95,7 @@ def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
 
     _load_is_possible(config, [args.rate], args.hot_pages)
     profile, = _profiles(args.config_name)
-    print(json.dumps(memory(passthrough(args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
+    print(json.dumps(memory(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
     return 0
 
 def cmd_bench_recovery(config: Config, args: argparse.Namespace) -> int:
@@ -106,7 +107,7 @@ def cmd_bench_recovery(config: Config, args: argparse.Namespace) -> int:
     _load_is_possible(config, [args.rate], args.hot_pages)
     profile, = _profiles(args.config_name)
     require_reachable(config.kafka)
-    print(json.dumps(recovery(passthrough(args), profile, args.rate, args.seconds, args.kill_after, args.hot_pages),
+    print(json.dumps(recovery(passthrough(config, args), profile, args.rate, args.seconds, args.kill_after, args.hot_pages),
                      indent=2))
     return 0
 

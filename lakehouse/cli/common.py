@@ -138,12 +138,17 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
                        until=lambda: any(child.ended for child in children), on_status=status)
 
 
-def passthrough(args: argparse.Namespace) -> list[str]:
-    """The --config/--set a benchmark's child processes must see."""
-    config = [f"--config={args.config}"] if getattr(args, "config", None) else []
-    verbose = ["--verbose"] if getattr(args, "verbose", False) else []
-    return config + verbose + [f"--set={item}" for item in getattr(args, "overrides", [])]
+def passthrough(config: Config, args: argparse.Namespace) -> list[str]:
+    """What a child `lakehouse` process (a path's, a benchmark's) is given: `config`, this command's
+    configuration, as one file (shared.config.write_for_child), and --verbose when this command has it."""
+    return child_options(config, verbose=getattr(args, "verbose", False))
 
+
+def child_options(config: Config, verbose: bool = False) -> list[str]:
+    """`--config=FILE` holding `config` (and `--verbose`): how a child process gets its configuration."""
+    from shared.config import write_for_child
+
+    return [f"--config={write_for_child(config)}", *(["--verbose"] if verbose else [])]
 
 
 def window_range_options() -> argparse.ArgumentParser:

@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from lakehouse.cli.common import child_options
 from shared import PROJECT_ROOT
 from shared.config import Config, with_overrides
 from shared.config_layers import as_overrides, read_yaml
@@ -84,9 +85,9 @@ def _fresh_topics(config: Config) -> None:
     ensure_topics(config.kafka, topics, timestamp_type="LogAppendTime")
 
 
-def run_demo(config: Config, seconds: float, rate: float, config_args: list[str], overrides: list[str]) -> int:
+def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrides: list[str]) -> int:
     """The demo on `config` with conf/demo.yaml layered on it, the command's own `overrides` (--set)
-    last; `config_args` are what its child processes are given (see common.passthrough)."""
+    last, which its child processes are given whole (common.child_options)."""
     from analytical import gold_page_clicks_5s, pipeline, trends
     from analytical.checks import check
     from analytical.reconciliation import reconcile
@@ -107,7 +108,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
     started_at = time.monotonic()
     demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins
     config = with_overrides(config, demo_settings)
-    medallion_args = [*config_args, *(f"--set={item}" for item in demo_settings)]
+    medallion_args = child_options(config, verbose)
     names = [hot_pages.STREAM.name]
     in_child = config.operational.mode == "real-time" and not real_time_available()
     log = DemoLog((local_folder(config.storage.root) or PROJECT_ROOT / ".run") / "demo.log")
@@ -132,8 +133,7 @@ def run_demo(config: Config, seconds: float, rate: float, config_args: list[str]
             locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
             command = [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--seconds", str(seconds),
                        "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
-                       "--malformed-fraction", "0.005", "--topic", config.kafka.topics.clicks,
-                       f"--set=kafka.bootstrap_servers={config.kafka.bootstrap_servers}"]
+                       "--malformed-fraction", "0.005", *medallion_args]
             traffic: list[subprocess.Popen] = []
             traffic_started: list[float] = []
             finished_at: list[float] = []

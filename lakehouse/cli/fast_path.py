@@ -63,7 +63,7 @@ def _operational_in_its_runtime(config: Config, args: argparse.Namespace) -> int
     from lakehouse.path_processes import FastPathProcess
 
     recording_children(config, args, lambda recorder: [
-        FastPathProcess(passthrough(args), config.operational.real_time.checkpoint_interval, relay=say,
+        FastPathProcess(passthrough(config, args), config.operational.real_time.checkpoint_interval, relay=say,
                         on_progress=recorder.record)])
     return 0
 

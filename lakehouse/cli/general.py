@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse.cli.common import passthrough, positive
+from lakehouse.cli.common import positive
 from shared.config import Config, render
 
 
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.cli.demo import run_demo
 
-    return run_demo(config, seconds=args.seconds, rate=args.rate, config_args=passthrough(args),
+    return run_demo(config, seconds=args.seconds, rate=args.rate, verbose=getattr(args, "verbose", False),
                     overrides=getattr(args, "overrides", []))
 
 

@@ -50,15 +50,15 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
         say(f"both paths from {config.kafka.topics.clicks}: the fast path (real-time mode, its own runtime) alerting "
             f"to {config.kafka.topics.alerts}, the medallion under {config.storage.root} in a low-priority process")
         recording_children(config, args, lambda recorder: [
-            FastPathProcess(passthrough(args), config.operational.real_time.checkpoint_interval, relay=say,
+            FastPathProcess(passthrough(config, args), config.operational.real_time.checkpoint_interval, relay=say,
                             on_progress=recorder.record),
-            MedallionProcess(passthrough(args), config.analytical.niceness, relay=say, on_progress=recorder.show)])
+            MedallionProcess(passthrough(config, args), config.analytical.niceness, relay=say, on_progress=recorder.show)])
         say("stopped; `lakehouse status` summarises the recorded progress")
         return 0
     with monitored(config, "operational") as (spark, recorder):
         say(f"both paths from {config.kafka.topics.clicks}: alerts to {config.kafka.topics.alerts} here, the "
                 f"medallion under {config.storage.root} in a separate low-priority process; progress to {recorder.path}")
-        medallion = MedallionProcess(passthrough(args), config.analytical.niceness, relay=say,
+        medallion = MedallionProcess(passthrough(config, args), config.analytical.niceness, relay=say,
                                      on_progress=recorder.show)
         try:
             changed_rows = ChangedRows(say)
@@ -174,8 +174,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     run = commands.add_parser(
         "run", parents=[common], help="both paths side by side: the fast path, and the medallion at low priority",
         description="Start the hot-pages stream here and the four medallion streams beside it as a separate "
-        "`lakehouse analytical` process under `nice -n <analytical.niceness>` (it measured better than one application "
-        "with FAIR pools: OPERATIONS.md). Every query's progress goes to the Delta table ops/stream_progress, and to one "
+        "`lakehouse analytical` process under `nice -n <analytical.niceness>` (it yields to the fast path better than one "
+        "application with FAIR pools: OPERATIONS.md). Every query's progress goes to the Delta table ops/stream_progress, and to one "
         "console view of both processes' queries. "
         "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
         "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
