@@ -27,6 +27,7 @@ from pyspark.sql.types import StructField, StructType, TimestampType
 from analytical.quality import Suite, metrics_name, passing, with_expectations
 from shared.config import Config, ExpectationPolicy
 from shared.errors import LakehouseError
+from shared.spark_internals import hadoop_file_system
 from shared.storage import location
 from shared.streaming import Stream, Writer
 
@@ -157,7 +158,7 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
 
     Not `DeltaTable.isDeltaTable`, which answers from the session's cached DeltaLog: asked once before
     the table was created, it keeps saying no after another process created it."""
-    file_system, log = _hadoop_path(spark, f"{path.rstrip('/')}/_delta_log")
+    file_system, log = hadoop_file_system(spark, f"{path.rstrip('/')}/_delta_log")
     if not file_system.exists(log):
         return False
     return any(status.getPath().getName().endswith((".json", ".parquet", "_last_checkpoint"))
@@ -166,23 +167,18 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
 
 def delete_path(spark: SparkSession, path: str) -> None:
     """Delete a folder (a checkpoint, a staging root) on whatever file system the root is on."""
-    file_system, hadoop_path = _hadoop_path(spark, path)
+    file_system, hadoop_path = hadoop_file_system(spark, path)
     file_system.delete(hadoop_path, True)
 
 
 def move_path(spark: SparkSession, source: str, target: str) -> None:
     """Move a folder to `target`, replacing what is there."""
-    file_system, source_path = _hadoop_path(spark, source)
-    _, target_path = _hadoop_path(spark, target)
+    file_system, source_path = hadoop_file_system(spark, source)
+    _, target_path = hadoop_file_system(spark, target)
     file_system.delete(target_path, True)
     file_system.mkdirs(target_path.getParent())
     if not file_system.rename(source_path, target_path):
         raise LakehouseError(f"could not move {source} to {target}")
-
-
-def _hadoop_path(spark: SparkSession, path: str) -> tuple[Any, Any]:
-    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path(path)
-    return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
 
 
 @dataclass(frozen=True)

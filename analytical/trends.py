@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from analytical.sql import duckdb_spelling
+from shared.spark_internals import executed_plan
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -106,7 +107,7 @@ def answer(result: DataFrame) -> tuple[list[dict[str, Any]], int | None]:
 
 def _files_read(result: DataFrame) -> int | None:
     """Files the (finished) execution of `result` scanned, from its scan nodes' metrics."""
-    plan = result._jdf.queryExecution().executedPlan()
+    plan = executed_plan(result)
     total, found = 0, False
     for node in _plan_nodes(plan):
         if node.nodeName().startswith("Scan"):

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 
 from shared.storage import local_folder, local_side
 from shared.errors import LakehouseError
+from shared.spark_internals import hadoop_file_system
 
 
 @dataclass(frozen=True)
@@ -81,8 +82,8 @@ def _whole_files(spark: SparkSession, folder: str) -> dict[int, str]:
 
 
 def _exists(spark: SparkSession, folder: str) -> bool:
-    path = spark._jvm.org.apache.hadoop.fs.Path(folder)
-    return path.getFileSystem(spark._jsc.hadoopConfiguration()).exists(path)
+    file_system, path = hadoop_file_system(spark, folder)
+    return file_system.exists(path)
 
 
 LOCK_SUFFIX = ".lock"

@@ -24,6 +24,7 @@ from shared.storage import local_folder
 from shared.jvm import class_archive_option, jars, java_executable
 from shared.processes import dying_with_parent
 from shared.runtime import current as current_runtime
+from shared.spark_internals import disconnect_py4j
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -257,23 +258,12 @@ def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
         return
     if jvm.poll() is None and jvm.stdin is not None:
         _quiet_accumulator_server()
-        _stop_calling_the_jvm()
+        disconnect_py4j()
         jvm.stdin.close()
         try:
             jvm.wait(timeout=JVM_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:
             pass  # the kernel kills it as this process ends
-
-
-def _stop_calling_the_jvm() -> None:
-    """Mark Py4J's client disconnected before the JVM goes: each Python proxy of a JVM object that
-    is collected while the JVM exits, or as the interpreter ends, would otherwise still tell the
-    JVM, and log `ERROR:root:Exception while sending command.` with a traceback after the
-    command's last word."""
-    from pyspark import SparkContext
-
-    if SparkContext._gateway is not None:
-        SparkContext._gateway._gateway_client.is_connected = False
 
 
 def _quiet_accumulator_server() -> None:

@@ -23,6 +23,8 @@ from shared.config import Config, ExpectationPolicy, Supervision
 from shared.errors import LakehouseError
 from shared.progress import ChangedRows
 from shared.query_progress import RunningTotals, status_line
+from shared.spark_internals import (jvm_root_log_level, mark_terminated, query_execution_thread,
+                                     running_task_count)
 from shared.storage import checkpoint_location
 
 
@@ -256,11 +258,11 @@ def end_with_running_batch(queries: Mapping[str, Any], wait_s: float, report: Ca
     A real-time query is always inside a batch, and `StreamingQuery.stop()` cancels it: nothing is
     lost, but the next start reads the batch's clicks again and re-sends the alert records consumers
     have already seen. Spark's stop marks the query terminated, then cancels its jobs; marking it
-    alone (`_finish_running_batch`) lets the running batch end at its checkpoint interval and commit,
+    alone (`shared.spark_internals.mark_terminated`) lets the running batch end at its checkpoint interval and commit,
     after which the query's loop sees it is no longer active and ends before starting another batch.
     """
-    ending = {name: query for name, query in queries.items() if query.isActive and _finish_running_batch(query)}
-    threads = {name: query._jsq.streamingQuery().queryExecutionThread() for name, query in ending.items()}
+    ending = {name: query for name, query in queries.items() if query.isActive and mark_terminated(query)}
+    threads = {name: query_execution_thread(query) for name, query in ending.items()}
     if ending:
         report(f"[{', '.join(ending)}] stopping at the end of the running batch (within {wait_s:g} s), so that "
                "a restart replays nothing; stop again to stop now (a restart then runs that batch again)")
@@ -279,21 +281,6 @@ def end_with_running_batch(queries: Mapping[str, Any], wait_s: float, report: Ca
     stop_now([query for query in queries.values() if query.isActive or query in ending.values()])
 
 
-def _finish_running_batch(query: Any) -> bool:
-    """Mark a query terminated without cancelling its running batch, as Spark's own stop does first
-    (there is no public call for it); False when this Spark does not let it be done."""
-    try:
-        state = query._jsq.streamingQuery().state()
-        package = state.get().getClass().getPackage().getName()  # the stream's lifecycle states' package
-        from pyspark import SparkContext
-
-        lang = SparkContext._active_spark_context._jvm.java.lang
-        state.set(lang.Class.forName(f"{package}.TERMINATED$").getField("MODULE$").get(None))
-        return True
-    except Exception:  # another Spark's internals: the query is stopped where it is instead
-        return False
-
-
 def stop_now(queries: list[Any]) -> None:
     """Stop real-time queries where they are: Spark cancels their long-running tasks and logs each
     cancelled writer and shuffle connection at ERROR with a stack trace, although the batch just runs
@@ -303,16 +290,15 @@ def stop_now(queries: list[Any]) -> None:
     from pyspark import SparkContext
 
     context = SparkContext._active_spark_context
-    logs = context._jvm.org.apache.logging.log4j.LogManager
-    level = str(logs.getRootLogger().getLevel())
+    level = jvm_root_log_level(context)
     context.setLogLevel("OFF")
     try:
         for query in queries:
             query.stop()
         # The cancelled tasks log as they end, after stop() returned and after their stages stopped
         # counting as active: hold the quiet until no executor runs a task (their end events).
-        tracker, deadline = context._jsc.sc().statusTracker(), time.monotonic() + 10
-        while time.monotonic() < deadline and sum(info.numRunningTasks() for info in tracker.getExecutorInfos()):
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and running_task_count(context):
             time.sleep(0.05)
     finally:
         context.setLogLevel(level)

@@ -24,6 +24,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
+from shared import spark_internals
 from shared.config import Config, load_config, with_overrides
 from shared.storage import local_folder
 from shared.errors import LakehouseError
@@ -77,7 +78,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                                      f"storage.root={root}"])
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
     spark = spark_session(config, application="operational")
-    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    jvm_pid = spark_internals.jvm_pid(spark)
     scraping, scrapes = ExitStack(), {}
     if scrape_every_s:
         scrapes = scraping.enter_context(scraped_endpoint(spark, config, scrape_every_s,

@@ -27,6 +27,7 @@ from typing import Any
 
 from shared.config import load_config, with_overrides
 from shared.errors import LakehouseError
+from shared import spark_internals
 from lakehouse.bench.memory import process_memory_mb
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as _progress
@@ -46,7 +47,7 @@ def run_backfill(settings: list[str]) -> dict[str, Any]:
     spark = spark_session(config, application="analytical")
     started = time.monotonic()
     runs = pipeline.backfill(spark, config, report=_progress)
-    jvm_pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    jvm_pid = spark_internals.jvm_pid(spark)
     return {
         "seconds": round(time.monotonic() - started, 3),
         "layers": [run.as_dict() for run in runs],

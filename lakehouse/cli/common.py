@@ -12,6 +12,7 @@ from typing import Any
 
 from shared.config import Config
 from shared.progress import ChangedRows
+from shared.spark_internals import jvm_pid
 
 
 def say(message: str) -> None:
@@ -103,7 +104,7 @@ def monitored(config: Config, application: str,
     with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks:
         require_free_port(config.metrics, application)  # said before Spark takes seconds to start
         spark = spark_session(config, application=application)
-        locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
+        locks.record_jvm(jvm_pid(spark))
         facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
         with serving(config.metrics, application, facts, BrokerOffsets(config.kafka),
                      live=lambda: consumer_readings(spark)) as metrics, \

@@ -24,6 +24,7 @@ from shared.config import Config, with_overrides
 from shared.config_layers import as_overrides, read_yaml
 from shared.errors import LakehouseError
 from shared.progress import ENV as PROGRESS_MODE
+from shared.spark_internals import jvm_pid
 from shared.storage import local_folder
 from shared.processes import child_env
 
@@ -130,7 +131,7 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
                  f"{seconds:g} s of clicks arrive at {rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} "
                  "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
-            locks.record_jvm(spark._jvm.java.lang.ProcessHandle.current().pid())
+            locks.record_jvm(jvm_pid(spark))
             command = [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--seconds", str(seconds),
                        "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
                        "--malformed-fraction", "0.005", *medallion_args]

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.spark_internals import py4j_gateway
+
 #: A client that has not polled for this long is an idle pooled consumer (an earlier batch's).
 ACTIVE_WITHIN_S = 10.0
 _FETCH = "kafka.consumer:type=consumer-fetch-manager-metrics,client-id=*,topic=*,partition=*"
@@ -59,8 +61,7 @@ class _MBeans:
     (its implementation class is not exported to other modules, so py4j cannot call it directly)."""
 
     def __init__(self, spark: Any):
-        context = spark.sparkContext
-        self._gateway, jvm = context._gateway, context._jvm
+        self._gateway, jvm = py4j_gateway(spark)
         self._jvm = jvm
         self._server = jvm.java.lang.management.ManagementFactory.getPlatformMBeanServer()
         connection = jvm.java.lang.Class.forName("javax.management.MBeanServerConnection")

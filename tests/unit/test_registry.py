@@ -5,6 +5,7 @@ registry."""
 from __future__ import annotations
 
 import pytest
+from pyspark.testing import assertSchemaEqual
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 
 from analytical import gold_page_clicks_5s, silver_clicks
@@ -35,7 +36,7 @@ def test_each_stream_builds_and_creates_its_tables_with_exactly_the_declared_sch
     for stream in (*STREAMS, gold_page_clicks_1m.STREAM, hot_pages.STREAM):
         stream.writer(spark, config, root, root)
         for table in stream.writes:
-            assert spark.read.format("delta").load(table.path(root)).schema == table.schema, table.name
+            assertSchemaEqual(spark.read.format("delta").load(table.path(root)).schema, table.schema, ignoreNullable=False)
 
 
 def test_a_transform_that_drifts_from_its_declared_schema_is_refused_before_anything_is_written(spark, tmp_path):
