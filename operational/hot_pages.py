@@ -86,7 +86,7 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     )
 
 
-STREAM = Stream(ALERTING_QUERY, "fast", writer)
+STREAM = Stream(ALERTING_QUERY, "operational", writer)
 
 
 def start(spark: SparkSession, config: Config) -> StreamingQuery:

@@ -50,9 +50,9 @@ class Stream:
     #: Its query name, its checkpoint folder (<root>/_checkpoints/<name>) and its key in
     #: `quality.policies`.
     name: str
-    #: `fast`: the hot-pages path; `bronze`, `silver`, `gold`: the medallion's layer, which sets its
+    #: `operational`: the fast path (its trigger `operational.trigger`); `bronze`, `silver`, `gold`: the medallion's layer, which sets its
     #: trigger (`analytical.triggers.<layer>`) and its place in a rebuild.
-    layer: Literal["fast", "bronze", "silver", "gold"]
+    layer: Literal["operational", "bronze", "silver", "gold"]
     writer: Writer
     #: The Delta tables it writes, in the order it creates them.
     writes: tuple[Output, ...] = ()
@@ -70,11 +70,11 @@ class Stream:
 
     def trigger_interval(self, config: Config) -> timedelta:
         """Its processing-time trigger when it runs continuously (0: the next batch as soon as one ends)."""
-        return config.operational.trigger if self.layer == "fast" else getattr(config.analytical.triggers, self.layer)
+        return config.operational.trigger if self.layer == "operational" else getattr(config.analytical.triggers, self.layer)
 
     def allowed_lateness(self, config: Config) -> timedelta:
         """How far its event-time watermark stays behind the newest event it has seen."""
-        return config.hot_pages.watermark if self.layer == "fast" else config.analytical.watermark
+        return config.hot_pages.watermark if self.layer == "operational" else config.analytical.watermark
 
     def expectation_policy(self, config: Config) -> ExpectationPolicy:
         """The policy in force: the configured one, else the declared one."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from lakehouse.bench.fast_path import latency_figures, say_progress, summary_line
+from lakehouse.bench.operational import latency_figures, say_progress, summary_line
 from lakehouse.bench.measured_run import measured_run
 from shared.config import Config
 

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from lakehouse.cli.common import say
 from shared.config import load_config
 from shared.errors import LakehouseError
-from lakehouse.cli import (benchmarks, broker, cluster, fast_path, general, medallion, quality, questions, storage,
-                        traffic)
+from lakehouse.cli import (analytical, benchmarks, broker, cluster, general, operational, quality, questions,
+                           storage, traffic)
 
 #: In the order `lakehouse --help` lists them.
-AREAS = (broker, storage, cluster, traffic, fast_path, medallion, questions, quality, benchmarks, general)
+AREAS = (broker, storage, cluster, traffic, operational, analytical, questions, quality, benchmarks, general)
 
 
 def build_parser() -> argparse.ArgumentParser:

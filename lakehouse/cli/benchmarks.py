@@ -22,7 +22,7 @@ def _profiles(configs: str) -> list[str]:
 
 
 def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.bench.fast_path import latency
+    from lakehouse.bench.operational import latency
     from shared.kafka import require_reachable
 
     profiles = _profiles(args.configs)
@@ -51,7 +51,7 @@ def cmd_bench_capacity(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.bench.fast_path import throughput
+    from lakehouse.bench.operational import throughput
     from shared.kafka import require_reachable
 
     rates = [float(rate) for rate in args.rates.split(",")]
@@ -62,7 +62,7 @@ def cmd_bench_throughput(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.bench.medallion import backfill_benchmark
+    from lakehouse.bench.analytical import backfill_benchmark
 
     print(json.dumps(on_each_root(config, args, lambda options: backfill_benchmark(
         options, args.events, args.history, args.span)), indent=2))
@@ -91,7 +91,7 @@ def _against_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.bench.fast_path import memory
+    from lakehouse.bench.operational import memory
 
     _load_is_possible(config, [args.rate], args.hot_pages)
     profile, = _profiles(args.config_name)

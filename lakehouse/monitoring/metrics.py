@@ -81,13 +81,13 @@ class QueryFacts:
         suite = table.suite(config) if hasattr(table, "suite") else None
         return cls(trigger_s=stream.trigger_interval(config).total_seconds(),
                    allowed_lateness_s=stream.allowed_lateness(config).total_seconds(),
-                   table=table.name if table else None, alerts=stream.layer == "fast",
+                   table=table.name if table else None, alerts=stream.layer == "operational",
                    invalid_reasons=tuple(reason.value for reason in PARSE_REASONS)
-                   if stream.layer in ("fast", "silver") else (),  # the layers that parse Kafka records
+                   if stream.layer in ("operational", "silver") else (),  # the layers that parse Kafka records
                    expectations=tuple(expectation.name for expectation in suite.on_write) if suite else (),
-                   real_time=stream.layer == "fast" and config.operational.mode == "real-time",
-                   source_topic=config.kafka.topics.clicks if stream.layer == "fast" else None,
-                   alerts_topic=config.kafka.topics.alerts if stream.layer == "fast" else None)
+                   real_time=stream.layer == "operational" and config.operational.mode == "real-time",
+                   source_topic=config.kafka.topics.clicks if stream.layer == "operational" else None,
+                   alerts_topic=config.kafka.topics.alerts if stream.layer == "operational" else None)
 
 
 class QueryMetrics(Collector):

@@ -3,7 +3,7 @@
 import json
 
 from shared.alerts_topic import AlertBook
-from lakehouse.bench.fast_path import _slope
+from lakehouse.bench.operational import _slope
 from lakehouse.bench.time_to_alert import percentiles
 
 

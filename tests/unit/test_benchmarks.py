@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakehouse.bench.fast_path import latency_figures
+from lakehouse.bench.operational import latency_figures
 from lakehouse.bench.measured_run import delivery
 from lakehouse.bench.capacity import load_shape, search_rates
 from tests.conftest import make_config

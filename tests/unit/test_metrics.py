@@ -223,7 +223,7 @@ def test_disabled_metrics_serve_nothing_and_equal_ports_are_refused():
 
 
 def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_to_the_recorded_rows():
-    from lakehouse.cli.medallion import with_running_now
+    from lakehouse.cli.analytical import with_running_now
     from lakehouse.monitoring.running_queries import activity_line, query_rows
 
     facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,

@@ -9,7 +9,7 @@ late, duplicate and malformed data. Two fresh lakehouses (own topic, own storage
 
 Block H is the same data in both, so the two incremental times differ only by the history under
 them; their ratio is the result (it should stay near 1). Each backfill runs in a fresh process
-(`python -m lakehouse.bench.medallion run`), which reports per-layer rows and seconds and the peak
+(`python -m lakehouse.bench.analytical run`), which reports per-layer rows and seconds and the peak
 resident memory of its JVM (VmHWM) and of itself.
 """
 
@@ -119,7 +119,7 @@ def _generate(settings: list[str], block: int, events: int, span_s: float) -> No
 
 def _child(settings: list[str], progress: Progress) -> dict[str, Any]:
     with progress.paused():  # the child shows each layer's progress on the same stderr
-        done = subprocess.run([sys.executable, "-m", "lakehouse.bench.medallion", "run", *settings],
+        done = subprocess.run([sys.executable, "-m", "lakehouse.bench.analytical", "run", *settings],
                               stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"a backfill run failed (exit {done.returncode}); its stderr is above")
@@ -135,7 +135,7 @@ def _overrides(settings: list[str]) -> list[str]:
 
 
 def _main() -> int:
-    parser = argparse.ArgumentParser(prog="python -m lakehouse.bench.medallion",
+    parser = argparse.ArgumentParser(prog="python -m lakehouse.bench.analytical",
                                      description="One measured backfill (used by `lakehouse bench backfill`).")
     parser.add_argument("command", choices=["run"])
     parser.add_argument("--config")
