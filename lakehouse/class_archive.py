@@ -1,7 +1,7 @@
-"""A class-data archive for the Spark JVM: every command starts about 8 seconds sooner.
+"""A class-data archive for the Spark JVM: every command's Spark starts seconds sooner.
 
-A Spark driver on 2 cores spends most of its first 15 seconds loading and verifying the same
-classes from pyspark's jars. Java's application class-data sharing (CDS) keeps them, parsed and
+A Spark driver on a few cores spends most of its start loading and verifying the same classes
+from pyspark's jars. Java's application class-data sharing (CDS) keeps them, parsed and
 verified, in a file the JVM maps at start. `make setup` writes one (`python -m lakehouse.class_archive`)
 by running a small Spark and Delta workload under `-XX:ArchiveClassesAtExit`; `shared.spark` then
 starts every driver with `-XX:SharedArchiveFile` when the archive for this install exists
