@@ -141,6 +141,23 @@ def test_with_overrides_revalidates_and_keeps_secrets(monkeypatch):
         with_overrides(config, ["hot_pages.threshold=-5"])
 
 
+def test_a_child_gets_the_whole_configuration_in_one_file_without_the_secrets(monkeypatch):
+    from shared.config import with_overrides, write_for_child
+
+    monkeypatch.setenv("KAFKA_SASL_USERNAME", "u")
+    monkeypatch.setenv("KAFKA_SASL_PASSWORD", "the-password")
+    config = with_overrides(load_config("conf/cluster.yaml", ["hot_pages.threshold=77"]), ["kafka.topics.clicks=run-1"])
+
+    handed = write_for_child(config)
+
+    assert "the-password" not in handed.read_text() and "${KAFKA_SASL_PASSWORD}" in handed.read_text()
+    assert handed.stat().st_mode & 0o077 == 0 or handed.parent.stat().st_mode & 0o077 == 0
+    read_by_the_child = load_config(handed)
+    assert read_by_the_child == config
+    assert (read_by_the_child.kafka.topics.clicks, read_by_the_child.hot_pages.threshold) == ("run-1", 77)
+    assert read_by_the_child.kafka.security.sasl_password.get_secret_value() == "the-password"
+
+
 @pytest.mark.parametrize("root, folder", [
     ("/data/lakehouse", "/data/lakehouse"), ("file:/data/lakehouse", "/data/lakehouse"),
     ("file:///data/lakehouse", "/data/lakehouse"), ("s3a://bucket/lakehouse", None),
