@@ -22,10 +22,17 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+from shared.config import Config, write_for_child
 from shared.errors import LakehouseError
 from shared.processes import child_env
 from shared.runtime import FAST_PATH, MEDALLION, command_in
 from shared.streaming import BATCH_COMMIT_S, StopRequest
+
+
+def child_options(config: Config, verbose: bool = False) -> list[str]:
+    """`--config=FILE` holding `config` whole (shared.config.write_for_child), and `--verbose`: how a
+    child `lakehouse` process (a path's, a benchmark's, the traffic generator) gets its configuration."""
+    return [f"--config={write_for_child(config)}", *(["--verbose"] if verbose else [])]
 
 
 #: How long a path's process waits for the broker at start: `run` checked it a moment before, and a

@@ -29,6 +29,7 @@ from shared.config import load_config, with_overrides
 from shared.errors import LakehouseError
 from shared import spark_internals
 from lakehouse.bench.memory import process_memory_mb
+from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as _progress
 
@@ -68,9 +69,8 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
     with Progress("bench backfill", total=steps, unit="steps") as progress:
         for label, blocks in scenarios:
             topic = f"bench-backfill-{run_id}-{label}"
-            lake = [f"--set=kafka.topics.clicks={topic}", f"--set=storage.root={base.path('bench', run_id, label)}"]
-            scenario = [*settings, *lake]
-            with_overrides(base, _overrides(lake))  # validate before the long work
+            scenario = child_options(with_overrides(base, [f"kafka.topics.clicks={topic}",
+                                                           f"storage.root={base.path('bench', run_id, label)}"]))
             _progress(f"bench: {label}: generating {len(blocks)} block(s) of {events:,} events of history")
             for block in blocks:
                 _generate(scenario, block, events, span_s)

@@ -29,6 +29,7 @@ from shared.config import Config, load_config, with_overrides
 from shared.storage import local_folder
 from shared.errors import LakehouseError
 from lakehouse.bench.memory import process_memory_mb
+from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as say_progress
 from shared.runtime import FAST_PATH, MEDALLION, command_in
@@ -99,8 +100,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         from analytical.registry import STREAMS
         from lakehouse.path_processes import MedallionProcess
 
-        separate = MedallionProcess([*settings, f"--set=kafka.topics.clicks={clicks}", f"--set=storage.root={root}"],
-                                    config.analytical.niceness, relay=lambda line: None)
+        separate = MedallionProcess(child_options(config), config.analytical.niceness, relay=lambda line: None)
         wait_until(lambda: len(separate.streams_with_progress) == len(STREAMS) or separate.ended, 300,
               "the separate medallion's first batches", query)
         if separate.ended:
@@ -118,7 +118,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     load_started = datetime.now(timezone.utc)
     generator = subprocess.Popen(
         [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--rate", str(rate), "--seconds", str(warmup_s + seconds),
-         "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
+         "--hot-pages", str(hot_pages), *child_options(config)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
     )
     started = time.monotonic()

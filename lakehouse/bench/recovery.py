@@ -27,11 +27,11 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from lakehouse.bench.measured_run import PROFILES, delivery, profile_config, wait_until
+from lakehouse.bench.measured_run import delivery, profile_config, wait_until
 from shared.progress import echo as say_progress
 from shared.config import Config, with_overrides
 from shared.errors import LakehouseError
-from lakehouse.path_processes import PathProcess
+from lakehouse.path_processes import PathProcess, child_options
 from shared.processes import child_env
 from shared.query_progress import ProgressSummary, records_behind
 from shared.runtime import FAST_PATH, MEDALLION, command_in
@@ -56,8 +56,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     config = with_overrides(base, per_run)
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
     runtime = FAST_PATH if config.operational.mode == "real-time" else MEDALLION
-    command = command_in(runtime, "lakehouse.cli", "operational", "--progress-json", *settings,
-                         *(f"--set={item}" for item in [*PROFILES[profile], *per_run]))
+    command = command_in(runtime, "lakehouse.cli", "operational", "--progress-json", *child_options(config))
     reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
 
     def fast_path(run: int) -> PathProcess:
@@ -69,7 +68,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     first = fast_path(0)
     generator = subprocess.Popen(
         [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--rate", str(rate), "--seconds", str(seconds),
-         "--hot-pages", str(hot_pages), "--topic", clicks, *settings],
+         "--hot-pages", str(hot_pages), *child_options(config)],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env())
     load_started = time.monotonic()
     second = None

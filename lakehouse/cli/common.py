@@ -142,14 +142,9 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
 def passthrough(config: Config, args: argparse.Namespace) -> list[str]:
     """What a child `lakehouse` process (a path's, a benchmark's) is given: `config`, this command's
     configuration, as one file (shared.config.write_for_child), and --verbose when this command has it."""
+    from lakehouse.path_processes import child_options
+
     return child_options(config, verbose=getattr(args, "verbose", False))
-
-
-def child_options(config: Config, verbose: bool = False) -> list[str]:
-    """`--config=FILE` holding `config` (and `--verbose`): how a child process gets its configuration."""
-    from shared.config import write_for_child
-
-    return [f"--config={write_for_child(config)}", *(["--verbose"] if verbose else [])]
 
 
 def window_range_options() -> argparse.ArgumentParser:

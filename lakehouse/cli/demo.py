@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from lakehouse.cli.common import child_options
+from lakehouse.path_processes import child_options
 from shared import PROJECT_ROOT
 from shared.config import Config, with_overrides
 from shared.config_layers import as_overrides, read_yaml

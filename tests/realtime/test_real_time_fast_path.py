@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -61,7 +61,7 @@ def test_every_hot_window_gets_its_crossing_record_and_one_per_doubling(real_tim
     # which would drop every click below) and records that are not clicks. A batch boundary passes
     # after them, so the next batch's watermark is computed with them read.
     canary = json.dumps({"eventId": "canary", "pageId": "/hot", "eventTime": "9999-12-31T23:59:59Z"}).encode()
-    send(config, canary, b"\xff", b"{}", None, click("t", "/hot", f"10:00:01.000", day=DAY) + b" trailing")
+    send(config, canary, b"\xff", b"{}", None, click("t", "/hot", "10:00:01.000", day=DAY) + b" trailing")
     wait_for(lambda: sum(p["numInputRows"] for p in query.recentProgress) >= 5, 120, "the hostile records read")
 
     sent = (clicks("/hot", 0, 90, "00:01") + clicks("/hot", 0, 10, "00:02")   # 90 distinct, 10 copies
