@@ -33,6 +33,7 @@ from pydantic import Field, SecretStr
 
 from shared.config_layers import Section
 from shared.errors import ConfigError, LakehouseError
+from shared.storage import scheme
 
 #: The storage-root schemes the product opens: a local folder, S3 through Hadoop's S3A connector
 #: (`s3://` is read as `s3a://`, as EMR and delta-rs spell it), and HDFS (Spark only: a YARN cluster's).
@@ -58,11 +59,6 @@ class EmbeddedStoreConfig(Section):
     heap_mb: int = Field(ge=64)
     start_timeout_s: float = Field(gt=0)
     stop_timeout_s: float = Field(gt=0)
-
-
-def scheme(root: str) -> str:
-    """'s3a' for `s3a://bucket/x`, '' for a local path (a Windows drive letter is not a scheme)."""
-    return urlparse(root).scheme if "://" in root or root.startswith("file:") else ""
 
 
 def require_known_scheme(root: str) -> str:

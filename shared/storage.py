@@ -27,14 +27,20 @@ def checkpoint_location(root: str, query_name: str) -> str:
     return location(root, "_checkpoints", query_name)
 
 
+def scheme(root: str) -> str:
+    """'s3a' for `s3a://bucket/x`, 'file' for `file:/x`, '' for a local path (a Windows drive letter
+    is not a scheme)."""
+    return urlparse(root).scheme if "://" in root or root.startswith("file:") else ""
+
+
 def local_folder(root: str) -> Path | None:
     """The local folder a storage root names (`/x`, `relative/x`, `file:/x`, `file:///x`), or None
     when it is a URI of another file system (`s3a://bucket/x`, `hdfs://...`): the one test of
     "is this root local?" for everything that uses the local file system directly."""
-    parsed = urlparse(root)
-    if parsed.scheme == "file":
-        return Path(parsed.path)
-    return None if parsed.scheme and "://" in root else Path(root)
+    found = scheme(root)
+    if found == "file":
+        return Path(urlparse(root).path)
+    return Path(root) if found == "" else None
 
 
 def local_side(root: str, name: str) -> Path:
