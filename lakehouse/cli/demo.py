@@ -62,11 +62,12 @@ class DemoLog:
 
 def _on_the_way(seconds: float, config: Config, recorder, alerted_windows: int) -> str:
     """A line of the run's story: what the topic holds, what the fast path alerted, where the medallion is."""
-    from analytical.registry import STREAMS
+    from lakehouse.catalog import QUERIES_BY_PATH
     from shared.kafka import topic_offsets
 
     clicks = sum(latest - earliest for earliest, latest in topic_offsets(config.kafka, config.kafka.topics.clicks).values())
-    batches = ", ".join(f"{stream.name} {recorder.latest[stream.name].batchId}" for stream in STREAMS
+    batches = ", ".join(f"{stream.name} {recorder.latest[stream.name].batchId}"
+                        for stream in QUERIES_BY_PATH["analytical"]
                         if stream.name in recorder.latest)
     return f"   {seconds:3.0f} s: {clicks:>9,} clicks on the topic, {alerted_windows:>3} windows alerted; medallion batches: {batches}"
 
@@ -92,7 +93,7 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     from analytical import gold_page_clicks_5s, pipeline, trends
     from analytical.checks import check
     from analytical.reconciliation import reconcile
-    from analytical.registry import STREAMS
+    from lakehouse.catalog import QUERIES_BY_PATH
     from analytical.tables import read_table
     from operational import hot_pages
     from shared.alerts_topic import latest_alerts
@@ -110,7 +111,8 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins
     config = with_overrides(config, demo_settings)
     medallion_args = child_options(config, verbose)
-    names = [hot_pages.STREAM.name]
+    fast_path, medallion = QUERIES_BY_PATH["operational"], QUERIES_BY_PATH["analytical"]
+    names = [query.name for query in fast_path]
     in_child = config.operational.mode == "real-time" and not real_time_available()
     log = DemoLog((local_folder(config.storage.root) or PROJECT_ROOT / ".run") / "demo.log")
     _note = log.note
@@ -156,8 +158,8 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
                                                     on_progress=recorder.record))
 
                 def all_up() -> bool:
-                    medallion_up = all(stream.name in recorder.latest for stream in STREAMS)
-                    fast_up = fast_path_started.is_set() if in_child else hot_pages.STREAM.name in recorder.latest
+                    medallion_up = all(stream.name in recorder.latest for stream in medallion)
+                    fast_up = fast_path_started.is_set() if in_child else all(name in recorder.latest for name in names)
                     return medallion_up and fast_up
 
                 def status() -> None:

@@ -13,8 +13,7 @@ from datetime import datetime, timezone
 import pytest
 
 from analytical import trends
-from analytical.registry import STREAMS
-from operational import hot_pages
+from lakehouse.catalog import QUERIES as CATALOG_QUERIES
 from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import SUMMARY_SQL, TABLE as PROGRESS
 from lakehouse.services.broker import EmbeddedBroker
@@ -25,8 +24,8 @@ from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold
 
 pytestmark = pytest.mark.integration
 
-#: Every query of both paths, from their declarations.
-QUERIES = {hot_pages.STREAM.name, *(stream.name for stream in STREAMS)}
+#: Every query of both paths, from the catalog.
+QUERIES = {query.name for query in CATALOG_QUERIES}
 
 
 def settings(config_overrides, *more: str) -> list[str]:
