@@ -14,7 +14,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Protocol
@@ -23,6 +24,8 @@ from shared.config import Config, ExpectationPolicy, Supervision
 from shared.errors import LakehouseError
 from shared.progress import ChangedRows
 from shared.query_progress import RunningTotals, status_line
+from shared.spark_internals import (jvm_root_log_level, mark_terminated, query_execution_thread,
+                                     running_task_count)
 from shared.storage import checkpoint_location
 
 
@@ -256,42 +259,64 @@ def end_with_running_batch(queries: Mapping[str, Any], wait_s: float, report: Ca
     A real-time query is always inside a batch, and `StreamingQuery.stop()` cancels it: nothing is
     lost, but the next start reads the batch's clicks again and re-sends the alert records consumers
     have already seen. Spark's stop marks the query terminated, then cancels its jobs; marking it
-    alone (`_finish_running_batch`) lets the running batch end at its checkpoint interval and commit,
-    after which the query's loop sees it is no longer active and ends before starting another batch.
+    alone (`shared.spark_internals.mark_terminated`) lets the running batch end at its checkpoint
+    interval and commit, after which the query's loop sees it is no longer active and ends before
+    starting another batch. A batch marked while it was still starting is abandoned instead, and Spark
+    logs its writer's abort at ERROR: the JVM's log is quiet meanwhile, and each query's outcome is
+    said here, from whether its running batch reported its end.
     """
-    ending = {name: query for name, query in queries.items() if query.isActive and _finish_running_batch(query)}
-    threads = {name: query._jsq.streamingQuery().queryExecutionThread() for name, query in ending.items()}
+    last_batch = {name: _last_batch_id(query) for name, query in queries.items()}
+    ending = {name: query for name, query in queries.items() if query.isActive and mark_terminated(query)}
+    threads = {name: query_execution_thread(query) for name, query in ending.items()}
     if ending:
         report(f"[{', '.join(ending)}] stopping at the end of the running batch (within {wait_s:g} s), so that "
                "a restart replays nothing; stop again to stop now (a restart then runs that batch again)")
     deadline = time.monotonic() + wait_s
-    while ending and not hurry.is_set() and time.monotonic() < deadline:
-        for name, query in list(ending.items()):
-            if threads[name].isAlive():  # (awaitTermination answers at once: the query is marked terminated)
-                continue
-            del ending[name]
-            error = query.exception()
-            report(f"[{name}] its last batch failed ({_first_line(error)}): a restart runs it again" if error else
-                   f"[{name}] its last batch committed: stopped")
-        time.sleep(0.1)
+    with _jvm_log_quiet(bool(ending)):
+        while ending and not hurry.is_set() and time.monotonic() < deadline:
+            for name, query in list(ending.items()):
+                if threads[name].isAlive():  # (awaitTermination answers at once: the query is marked terminated)
+                    continue
+                del ending[name]
+                error, committed = query.exception(), _last_batch_id(query) > last_batch[name]
+                if not error and not committed:
+                    _until_no_task_runs()  # the abandoned batch's tasks end (and log) after its thread
+                report(f"[{name}] {_outcome(error, committed)}")
+            time.sleep(0.1)
     if ending:
         report(f"[{', '.join(ending)}] stopping now: a restart runs the running batch again")
     stop_now([query for query in queries.values() if query.isActive or query in ending.values()])
 
 
-def _finish_running_batch(query: Any) -> bool:
-    """Mark a query terminated without cancelling its running batch, as Spark's own stop does first
-    (there is no public call for it); False when this Spark does not let it be done."""
-    try:
-        state = query._jsq.streamingQuery().state()
-        package = state.get().getClass().getPackage().getName()  # the stream's lifecycle states' package
-        from pyspark import SparkContext
+def _last_batch_id(query: Any) -> int:
+    progress = query.lastProgress
+    return int(progress["batchId"]) if progress else -1
 
-        lang = SparkContext._active_spark_context._jvm.java.lang
-        state.set(lang.Class.forName(f"{package}.TERMINATED$").getField("MODULE$").get(None))
-        return True
-    except Exception:  # another Spark's internals: the query is stopped where it is instead
-        return False
+
+def _outcome(error: Any, committed: bool) -> str:
+    """What became of a marked query's running batch, once its thread has ended."""
+    if error:
+        return f"its last batch failed ({_first_line(error)}): a restart runs it again"
+    if committed:
+        return "its last batch committed: stopped"
+    return "its running batch had just started and was abandoned, uncommitted: stopped (a restart runs it again)"
+
+
+@contextmanager
+def _jvm_log_quiet(quiet: bool = True) -> Iterator[None]:
+    """The JVM's log off for the block (when `quiet`), then back to its level."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context if quiet else None
+    if context is None:
+        yield
+        return
+    level = jvm_root_log_level(context)
+    context.setLogLevel("OFF")
+    try:
+        yield
+    finally:
+        context.setLogLevel(level)
 
 
 def stop_now(queries: list[Any]) -> None:
@@ -300,22 +325,20 @@ def stop_now(queries: list[Any]) -> None:
     again from the checkpoint at the next start. Those lines are silenced meanwhile."""
     if not queries:
         return
-    from pyspark import SparkContext
-
-    context = SparkContext._active_spark_context
-    logs = context._jvm.org.apache.logging.log4j.LogManager
-    level = str(logs.getRootLogger().getLevel())
-    context.setLogLevel("OFF")
-    try:
+    with _jvm_log_quiet():
         for query in queries:
             query.stop()
-        # The cancelled tasks log as they end, after stop() returned and after their stages stopped
-        # counting as active: hold the quiet until no executor runs a task (their end events).
-        tracker, deadline = context._jsc.sc().statusTracker(), time.monotonic() + 10
-        while time.monotonic() < deadline and sum(info.numRunningTasks() for info in tracker.getExecutorInfos()):
-            time.sleep(0.05)
-    finally:
-        context.setLogLevel(level)
+        _until_no_task_runs()
+
+
+def _until_no_task_runs(timeout_s: float = 10) -> None:
+    """Cancelled tasks log as they end, after `stop()` returned and after their stages stopped counting
+    as active: a quiet log is held until no executor runs a task (their end events)."""
+    from pyspark import SparkContext
+
+    context, deadline = SparkContext._active_spark_context, time.monotonic() + timeout_s
+    while context is not None and time.monotonic() < deadline and running_task_count(context):
+        time.sleep(0.05)
 
 
 #: The longest wait before a restart, however many failures came before it.

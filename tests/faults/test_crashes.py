@@ -26,6 +26,7 @@ import random
 import signal
 import subprocess
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -191,9 +192,20 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
         assert_alerts_as_the_oracle_says(config.kafka, config.kafka.topics.alerts, truth, THRESHOLD, real_time,
                                          timeout_s=180)
         # The alerts may all come from a killed run whose batch was never committed: the last run must
-        # read the topic to its end itself, or its clean stop leaves every window open for reconcile.
+        # read the topic to its end itself, and commit two batches after that (the first moves the
+        # watermark past the last window, the second commits with it), or reconcile finds every window
+        # still open: on an object-store root a stopped path may be running elsewhere, so only the
+        # committed watermark closes windows there.
         wait_for(lambda: fast_path_caught_up(settings) or run.poll() is not None, 180,
                  f"the fast path of {log.name} to read every click", every_s=0.5)
+        batch_ends: set[float] = set()
+
+        def two_more_batch_ends() -> bool:
+            batch_ends.update({fast_path_progress_at(settings)} - {None})
+            return len(batch_ends) >= 3  # the one before it caught up, then two after
+
+        wait_for(lambda: two_more_batch_ends() or run.poll() is not None, 180,
+                 f"two batch ends of {log.name}'s fast path after it caught up", every_s=0.5)
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=180) == 0
     finally:
@@ -222,6 +234,21 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
           f"{len(truth.events):,}, invalid {len(truth.invalid):,}; hot windows {len(truth.hot(THRESHOLD))}, "
           f"alerted windows {len(alerts)} (each the oracle's exact count), alert records per window "
           f"{alert_records_per_window(config)}; reconcile {summary}")
+
+
+def fast_path_progress_at(settings) -> float | None:
+    """When the running fast path's last batch ended (its /metrics), None when it does not say."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    url = f"http://{settings.metrics.bind_address}:{settings.metrics.port('operational')}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=3) as response:
+            page = response.read().decode()
+    except OSError:
+        return None
+    return next((sample.value for family in text_string_to_metric_families(page) for sample in family.samples
+                 if sample.name == "lakehouse_last_progress_timestamp_seconds"
+                 and sample.labels.get("query") == hot_pages.STREAM.name), None)
 
 
 def fast_path_caught_up(settings) -> bool:
