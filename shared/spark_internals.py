@@ -1,43 +1,11 @@
-"""Every call into Spark's private Python API (`_jvm`, `_jsc`, `_jdf`, `_jsq`, Py4J's gateway), in one
-place, each with why no public call does the job. Another Spark version may change any of them: they
-are what to look at first after an upgrade.
-
-The JVM's launch and exit (`shared.spark`: `pyspark.java_gateway.Popen` wrapped so that the JVM dies
-with this process; Py4J's client marked disconnected at exit) are hooks of the session factory and
-stay there; `disconnect_py4j` is the call they make.
+"""The calls into Spark's private Python API (`_jvm`, `_jsc`, `_jsq`) that a clean stop of a real-time
+query needs, each with why no public call does the job. Another Spark version may change any of them:
+they are what to look at first after an upgrade.
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-
-def jvm_pid(spark: Any) -> int:
-    """The pid of the session's JVM. A checkpoint lock records it, so that a restart can end the JVM
-    of a killed command that still writes (shared.checkpoints); the benchmarks read its memory.
-    PySpark does not say which process it launched."""
-    return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-
-
-def hadoop_file_system(spark: Any, path: str) -> tuple[Any, Any]:
-    """Hadoop's FileSystem for `path` and the Hadoop Path, with the session's Hadoop configuration:
-    checkpoint folders and a rebuild's table moves on whatever storage the session reaches (S3A
-    included). PySpark has no file-system API."""
-    hadoop_path = spark._jvm.org.apache.hadoop.fs.Path(path)
-    return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
-
-
-def executed_plan(frame: Any) -> Any:
-    """The physical plan a finished query ran, with its nodes' metrics (the files a scan read):
-    PySpark offers only `explain()`'s text, before the metrics."""
-    return frame._jdf.queryExecution().executedPlan()
-
-
-def py4j_gateway(spark: Any) -> tuple[Any, Any]:
-    """Py4J's gateway and the JVM view, for calling the JVM's platform MBean server by reflection
-    (lakehouse.monitoring.live_consumers: the Kafka consumers' live metrics, which no Spark API exposes)."""
-    context = spark.sparkContext
-    return context._gateway, context._jvm
 
 
 def jvm_root_log_level(context: Any) -> str:
@@ -72,12 +40,3 @@ def mark_terminated(query: Any) -> bool:
         return True
     except Exception:  # another Spark's internals: the query is stopped where it is instead
         return False
-
-
-def disconnect_py4j() -> None:
-    """Mark Py4J's client disconnected: used as the JVM exits (shared.spark), when a Python proxy
-    collected meanwhile would otherwise still call it and log an error with a traceback."""
-    from pyspark import SparkContext
-
-    if SparkContext._gateway is not None:
-        SparkContext._gateway._gateway_client.is_connected = False
