@@ -61,11 +61,21 @@ def stop_signals_interrupt() -> None:
     Py4J logs an interrupted call to the JVM as an error with its traceback; here that is the stop
     the command asked for, and the command says so itself, so that record is dropped."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
-    logging.getLogger().addFilter(_not_an_interrupted_jvm_call)
+    for name in ("", "py4j.clientserver", "py4j.java_gateway"):  # a logger's filter sees only its own records
+        logging.getLogger(name).addFilter(_not_an_interrupted_jvm_call)
 
 
 def _not_an_interrupted_jvm_call(record: logging.LogRecord) -> bool:
-    return record.getMessage() != "KeyboardInterrupt while sending command."
+    """False for Py4J's record of a call the stop interrupted (its message, or a KeyboardInterrupt
+    anywhere in its exception's chain: the connection's shutdown after the interrupted call)."""
+    if record.getMessage() == "KeyboardInterrupt while sending command.":
+        return False
+    error = record.exc_info[1] if record.exc_info else None
+    while error is not None:
+        if isinstance(error, KeyboardInterrupt):
+            return False
+        error = error.__cause__ or error.__context__
+    return True
 
 
 def dying_with_parent(command: Sequence[str]) -> list[str]:

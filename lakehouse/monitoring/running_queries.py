@@ -20,6 +20,7 @@ _COLUMNS = {
     "lakehouse_query_up": "up",
     "lakehouse_query_real_time": "realTime",
     "lakehouse_kafka_lag_records": "lag",
+    "lakehouse_batches_total": "batchesEnded",
     "lakehouse_input_rows_total": "rowsRead",
     "lakehouse_running_batch_records_read": "runningBatchRead",
     "lakehouse_alerts_emitted_total": "alerts",

@@ -236,7 +236,7 @@ def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_
     metrics.progressed(ProgressSummary.of(progress(0, rows=30, end={"0": 10, "1": 20})))
 
     (row,) = query_rows(generate_latest(metrics.registry).decode(), now=NOW + 1)
-    assert row["query"] == "hot_pages" and row["up"] == 1 and row["realTime"] == 1
+    assert row["query"] == "hot_pages" and row["up"] == 1 and row["realTime"] == 1 and row["batchesEnded"] == 1
     assert (row["lag"], row["runningBatchRead"]) == (180, 500 - 180)
     assert (row["secondsSinceProgress"], row["secondsSinceAlert"]) == (3.0, 4.0)
     assert activity_line(row).startswith("[hot_pages] real-time, running: lag 180, running batch read 320")
