@@ -23,6 +23,7 @@ SILENCED = {
         "Current batch is falling behind. The trigger interval is 1000 milliseconds, but spent 1841 milliseconds",
     "org.apache.spark.rdd.MapPartitionsRDD":
         "RDD 93 was locally checkpointed, its lineage has been truncated and cannot be recomputed",
+    "org.apache.spark.storage.BlockManager": "Block rdd_412_0 already exists on this machine; not re-adding it",
 }
 # Warnings of the same loggers that a user must see.
 SHOWN = {
@@ -30,6 +31,7 @@ SHOWN = {
         "Lost task 0.0 in stage 31.0 (TID 42) (localhost executor driver): java.lang.OutOfMemoryError: Java heap space",
     "org.apache.spark.sql.execution.CacheManager": "Cache of table silver.clicks failed",
     "org.apache.hadoop.util.Shell": "Did not find winutils.exe",
+    "org.apache.spark.storage.BlockManager": "Putting block rdd_412_0 failed due to exception java.io.IOException.",
 }
 
 
