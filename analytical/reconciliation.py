@@ -132,7 +132,7 @@ def fast_path_model(spark: SparkSession, bronze: DataFrame, config: Config, hist
     did to it (`fate`: counted, late, maybe_late, duplicate, unprocessed, unknown), cached for the block.
 
     It restates the rule's streaming semantics (late dropping, the de-duplication horizon) record by
-    record; tests/unit/test_rule_agreement.py holds it against the fast path's own transform.
+    record; tests/spark/test_rule_agreement.py holds it against the fast path's own transform.
     """
     placed = _place_in_batches(spark, bronze, config, history, start, end, _horizon(config)).persist()
     try:

@@ -2,6 +2,8 @@
 
 The broker is the project's own embedded broker (lakehouse.services.broker), started once on a free port with
 its files in a temporary folder, and stopped when the run ends.
+
+A test's tier is its folder, and CI lets no test skip: tests/tiers.py.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import pytest
 
 from shared.config import Config, load_config
 from shared.runtime import real_time_available
+from tests.tiers import pytest_collection_modifyitems, pytest_runtest_makereport  # noqa: F401 (hooks)
 
 
 def free_port() -> int:

@@ -12,8 +12,6 @@ import signal
 import socket
 from pathlib import Path
 
-import pytest
-
 from shared.config import with_overrides
 from lakehouse.services.cluster import StandaloneCluster
 from tests.conftest import make_config
@@ -21,7 +19,6 @@ from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lake
 from tests.helpers import run_lakehouse, wait_for
 from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
 
-pytestmark = pytest.mark.deployment
 
 def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
         spark, config, config_overrides, cluster_settings, object_store, s3_root, tmp_path):

@@ -10,8 +10,6 @@ import os
 from datetime import datetime
 from pathlib import Path
 
-import pytest
-
 from shared.config import with_overrides
 from shared.storage import local_side
 from tests.conftest import S3_CREDENTIALS, free_port
@@ -19,8 +17,6 @@ from tests.helpers import run_lakehouse
 from tests.readers import assert_every_table_reads_alike
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
-
-pytestmark = pytest.mark.deployment
 
 
 def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_command(

@@ -20,7 +20,6 @@ from lakehouse.services import prometheus
 from tests.helpers import LAKEHOUSE, wait_for
 from tests.prometheus_rules import compressed
 
-pytestmark = pytest.mark.deployment
 
 CONF = PROJECT_ROOT / "conf" / "prometheus"
 RATE = 200  # clicks per second: enough for every series to move, little for 2 cores

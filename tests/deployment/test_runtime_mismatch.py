@@ -18,8 +18,6 @@ from shared.runtime import FAST_PATH, MEDALLION
 from tests.deployment.clusters import lakehouse_on_clusters, processes_of
 from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
 
-pytestmark = pytest.mark.deployment
-
 
 @pytest.fixture(scope="module")
 def medallion_cluster(cluster_settings):

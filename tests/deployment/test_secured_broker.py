@@ -17,7 +17,6 @@ from tests.conftest import TEST_SETTINGS, free_port, make_config
 from tests.helpers import run_lakehouse
 from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
 
-pytestmark = pytest.mark.deployment
 
 USER = "lakehouse-test"
 

@@ -57,7 +57,6 @@ from tests.faults.traffic import (
 )
 from tests.helpers import LAKEHOUSE, alive, family, run_lakehouse, wait_for
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
 
 THRESHOLD = 50
 #: Set to a seed the test printed to replay its kill schedule.

@@ -29,8 +29,6 @@ from tests.conftest import make_config
 from tests.helpers import click, run_lakehouse, send
 from tests.readers import assert_every_table_reads_alike, tables_under
 
-pytestmark = pytest.mark.integration
-
 
 def lakehouse(overrides, *args):
     result = run_lakehouse(*args, *(f"--set={item}" for item in overrides))
@@ -134,7 +132,6 @@ def test_sql_gives_the_answer_spark_gives_now_and_at_an_older_version(spark, his
     older = ["--version", f"gold.page_clicks_5s={day_one_version}"]
     assert json.loads(lakehouse(overrides, "sql", per_page, *older, "--format", "json").stdout) == ask(
         spark, config, "top-pages", as_of=str(day_one_version), limit=10)
-
 
 
 def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(spark, history):

@@ -16,8 +16,6 @@ from shared.kafka import admin_client, ensure_topics
 from tests.conftest import free_port, make_config
 from tests.helpers import run_lakehouse
 
-pytestmark = pytest.mark.integration
-
 
 def process_exists(pid: int) -> bool:
     stat = Path(f"/proc/{pid}/stat")

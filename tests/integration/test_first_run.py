@@ -19,14 +19,12 @@ import subprocess
 import threading
 from pathlib import Path
 
-import pytest
 import yaml
 
 from shared import PROJECT_ROOT
 from tests.conftest import free_port
 from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
 
-pytestmark = pytest.mark.integration
 
 SECTION = "## Your first run, step by step"
 WINDOW_S = 5

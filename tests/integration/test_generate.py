@@ -6,14 +6,11 @@ the shared parsing finds exactly the malformed records the generator meant, by r
 
 import json
 
-import pytest
-
 from lakehouse.cli import main
 from shared.kafka import topic_offsets
 from lakehouse.topic_profile import profile_topic, read_topic
 from tests.conftest import make_config
 
-pytestmark = pytest.mark.integration
 
 START = "2026-11-22T10:00:00Z"
 

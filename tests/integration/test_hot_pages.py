@@ -18,7 +18,6 @@ from shared.query_progress import progress_dict
 from tests.conftest import make_config
 from tests.helpers import click, send
 
-pytestmark = pytest.mark.integration
 
 ISO_MILLIS_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 

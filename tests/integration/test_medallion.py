@@ -29,8 +29,6 @@ from tests.examples import gold_page_clicks_1m
 from tests.helpers import click, send
 from tests.readers import assert_every_table_reads_alike
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture
 def lake(config, config_overrides):

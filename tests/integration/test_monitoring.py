@@ -4,13 +4,9 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from lakehouse.monitoring.stream_progress import recording
 from shared.query_progress import watching
 from tests.helpers import wait_for
-
-pytestmark = pytest.mark.integration
 
 
 def _stream_through(spark, config, name: str, rows: int) -> None:

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import time
 
-import pytest
 import yaml
 
 from shared import PROJECT_ROOT
 from tests.conftest import TEST_SETTINGS
 
-pytestmark = pytest.mark.integration
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
 

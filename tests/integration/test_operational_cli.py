@@ -4,12 +4,8 @@ import json
 import signal
 import subprocess
 
-import pytest
-
 from shared.kafka import ensure_topics, producer_for
 from tests.helpers import LAKEHOUSE, run_lakehouse, wait_for
-
-pytestmark = pytest.mark.integration
 
 
 def test_sigterm_stops_the_fast_path_cleanly_and_alerts_lists_what_it_raised(config, config_overrides, tmp_path):

@@ -23,7 +23,6 @@ from shared.kafka import ensure_topics
 from tests.conftest import make_config
 from tests.helpers import ahead_of_the_clock, click, run_lakehouse, send
 
-pytestmark = pytest.mark.integration
 
 #: Silver's expectation that the parsing cannot check: an event from a producer whose clock runs 30
 #: minutes ahead, on a CreateTime topic, is within the skew of its Kafka timestamp but not of its

@@ -23,8 +23,6 @@ from shared.kafka import ensure_topics, producer_for
 from tests.conftest import make_config
 from tests.helpers import click, run_lakehouse, send
 
-pytestmark = pytest.mark.integration
-
 
 SETTINGS = ("hot_pages.threshold=3", "operational.starting_offsets=earliest")
 

@@ -10,8 +10,6 @@ import socket
 import subprocess
 from datetime import datetime, timezone
 
-import pytest
-
 from analytical import trends
 from lakehouse.catalog import QUERIES as CATALOG_QUERIES
 from shared.kafka import ensure_topics
@@ -22,7 +20,6 @@ from tests.helpers import LAKEHOUSE, ahead_of_the_clock, alive, family, run_lake
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
 
-pytestmark = pytest.mark.integration
 
 #: Every query of both paths, from the catalog.
 QUERIES = {query.name for query in CATALOG_QUERIES}

@@ -7,12 +7,9 @@ import json
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 
-import pytest
-
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from tests.helpers import run_lakehouse
 
-pytestmark = pytest.mark.integration
 
 CLICKS_PER_PAGE = "SELECT pageId, sum(clickCount) AS clicks FROM gold.page_clicks_5s GROUP BY pageId ORDER BY pageId"
 

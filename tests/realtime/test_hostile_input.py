@@ -22,7 +22,7 @@ from tests.faults.traffic import (HOT_PAGE, SHIPPED_BOUNDS, Truth, assert_alerts
 from tests.helpers import wait_for
 from tests.realtime.test_real_time_fast_path import alert_records
 
-pytestmark = [pytest.mark.integration, pytest.mark.faults]
+pytestmark = pytest.mark.faults  # a crash-suite test, in the fast path's runtime
 
 THRESHOLD = 50
 HOSTILE = 10_000

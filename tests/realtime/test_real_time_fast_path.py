@@ -13,12 +13,8 @@ import json
 from collections import Counter
 from datetime import datetime, timedelta
 
-import pytest
-
 from shared.kafka import consumer_for
 from tests.helpers import click, send, wait_for
-
-pytestmark = pytest.mark.integration
 
 from tests.realtime.conftest import THRESHOLD
 

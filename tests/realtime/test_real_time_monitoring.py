@@ -19,7 +19,6 @@ from shared.query_progress import watching
 from tests.helpers import click, send, wait_for
 from tests.realtime.conftest import THRESHOLD
 
-pytestmark = pytest.mark.integration
 
 #: The promise: a running real-time batch shows on /metrics within this many seconds.
 FRESH_S = 10

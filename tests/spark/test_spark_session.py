@@ -1,12 +1,10 @@
 """The one Spark session has what every query needs: Delta, UTC, the configured state store."""
 
-import pytest
-
-pytestmark = pytest.mark.integration
+from tests.conftest import make_config
 
 
-def test_delta_tables_write_read_and_time_travel(spark, config):
-    path = config.path("smoke", "delta")
+def test_delta_tables_write_read_and_time_travel(spark, tmp_path):
+    path = make_config(f"storage.root={tmp_path}").path("smoke", "delta")
     spark.range(3).write.format("delta").save(path)
     spark.range(3, 5).write.format("delta").mode("append").save(path)
 
@@ -15,8 +13,8 @@ def test_delta_tables_write_read_and_time_travel(spark, config):
     assert [row.operation for row in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()] == ["WRITE", "WRITE"]
 
 
-def test_session_settings_come_from_config(spark, config):
-    conf = spark.conf
+def test_session_settings_come_from_config(spark):
+    conf, config = spark.conf, make_config()
 
     assert conf.get("spark.sql.session.timeZone") == "UTC"
     assert conf.get("spark.sql.shuffle.partitions") == str(config.spark.shuffle_partitions)

@@ -3,7 +3,8 @@ every alert is unit-tested both ways, the rules survive the integration tests' t
 the Grafana dashboard graphs every lakehouse_* series with valid PromQL.
 
 promtool and prometheus come from the PATH or from `.tools/prometheus` (make setup installs Debian's
-package there); these tests install it when missing and skip, with the reason, only when that fails.
+package there); these tests install it when missing and skip, with the reason, only when that fails
+(in CI, where LAKEHOUSE_TESTS_SKIP=never, that skip fails the run).
 """
 
 from __future__ import annotations

@@ -1,0 +1,66 @@
+"""Table declarations that need a SparkSession: the schemas streams create, a drifted one refused, the
+suites and names derived from each table's path."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql.types import LongType, StringType, StructField, StructType
+from pyspark.testing import assertSchemaEqual
+
+from analytical import silver_clicks
+from analytical.checks import suites
+from analytical.registry import STREAMS, TABLES
+from analytical.tables import Table, is_delta_table
+from operational import hot_pages
+from shared.errors import LakehouseError
+from tests.conftest import make_config
+from tests.examples import gold_page_clicks_1m
+from tests.unit.test_registry import CONTRACT_TABLES
+
+
+def test_each_stream_builds_and_creates_its_tables_with_exactly_the_declared_schema(spark, tmp_path):
+    config = make_config(f"storage.root={tmp_path}")
+    root = config.storage.root
+    # In dependency order, each on the empty tables the earlier ones created; then the example gold
+    # table on top, and the fast path, which writes no table. Building a writer starts nothing.
+    for stream in (*STREAMS, gold_page_clicks_1m.STREAM, hot_pages.STREAM):
+        stream.writer(spark, config, root, root)
+        for table in stream.writes:
+            assertSchemaEqual(spark.read.format("delta").load(table.path(root)).schema, table.schema, ignoreNullable=False)
+
+
+def test_a_transform_that_drifts_from_its_declared_schema_is_refused_before_anything_is_written(spark, tmp_path):
+    declared = Table("gold/example", StructType([StructField("pageId", StringType()),
+                                                 StructField("clickCount", LongType(), nullable=False)]))
+    drifted = StructType([StructField("pageId", StringType()), StructField("clickCount", LongType()),
+                          StructField("extra", StringType())])
+    with pytest.raises(LakehouseError) as refused:
+        declared.create(spark, str(tmp_path), drifted)
+    assert "clickCount is bigint, declared bigint not null" in str(refused.value)
+    assert "extra is not declared" in str(refused.value)
+    assert not is_delta_table(spark, declared.path(str(tmp_path)))
+
+
+def test_check_validates_the_suite_of_every_registered_table_that_declares_one():
+    config = make_config()
+    assert [suite.table for suite in suites(config)] == CONTRACT_TABLES[1:]
+    with_example = [*TABLES, gold_page_clicks_1m.TABLE]
+    assert [suite.table for suite in suites(config, with_example)][-1] == "gold/page_clicks_1m"
+
+
+def test_every_name_of_a_table_derives_from_its_path():
+    """The query, checkpoint and policy key, the module, the layer and the suite of each table are the
+    contract's path spelled as each place needs it, written once in the table's declaration."""
+    expected = {"bronze_clicks": ("bronze", "bronze/clicks"), "silver_clicks": ("silver", "silver/clicks"),
+                "gold_page_clicks_5s": ("gold", "gold/page_clicks_5s"),
+                "gold_page_clicks_hourly": ("gold", "gold/page_clicks_hourly"),
+                "gold_page_clicks_1m": ("gold", "gold/page_clicks_1m")}
+    config = make_config()
+    for stream in (*STREAMS, gold_page_clicks_1m.STREAM):
+        layer, path = expected[stream.name]
+        assert (stream.layer, stream.writes[0].name) == (layer, path)
+        assert stream.writer.__module__.rsplit(".", 1)[-1] == stream.name
+        suite = stream.writes[0].suite(config)
+        assert (suite is None) == (layer == "bronze"), stream.name  # bronze keeps every record as it came
+        assert suite is None or suite.table == path
+    assert silver_clicks.QUARANTINE.suite(config).name == "silver_quarantine"

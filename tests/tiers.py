@@ -1,0 +1,37 @@
+"""The test tiers, by what their tests need, and CI's rule that no test skips.
+
+A test's tier is its folder (`TIERS`), given to it as a marker: `make test-unit` runs `-m unit`, and so
+on (CONTRIBUTING.md, "The tests"). With LAKEHOUSE_TESTS_SKIP=never (`.ci/run` sets it) a skipped test
+fails the run with its reason: a missing tool is a broken set-up there, not a reason to pass. The root
+conftest re-exports these hooks.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+TIERS = {"unit": "unit", "spark": "spark", "integration": "integration", "realtime": "integration",
+         "faults": "faults", "deployment": "deployment"}
+_TESTS = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        try:
+            folder = item.path.relative_to(_TESTS).parts[0]
+        except ValueError:  # a test outside tests/ (the tiers' own test runs one)
+            continue
+        if folder in TIERS:
+            item.add_marker(TIERS[folder])
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    if os.environ.get("LAKEHOUSE_TESTS_SKIP") == "never" and report.skipped and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        reason = reason.removeprefix("Skipped: ")
+        report.outcome, report.longrepr = "failed", f"skipped where LAKEHOUSE_TESTS_SKIP=never: {reason}"

@@ -1,0 +1,33 @@
+"""The tiers hold: a unit test cannot start a JVM, and where CI forbids skips a skip fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from shared import PROJECT_ROOT
+from shared.jvm import java_executable
+
+
+def test_a_unit_test_that_starts_a_jvm_is_stopped_with_where_it_belongs():
+    with pytest.raises(RuntimeError, match=r"the unit tier starts no JVM \(java\): move this test to tests/spark"):
+        subprocess.run([java_executable(), "-version"], capture_output=True)
+
+
+@pytest.mark.parametrize("rule, outcome", [(None, "1 skipped"), ("never", "1 failed")])
+def test_a_skip_fails_the_run_only_where_ci_forbids_skips(tmp_path, rule, outcome):
+    (tmp_path / "test_tool.py").write_text(
+        "import pytest\n\ndef test_needs_a_tool():\n    pytest.skip('the tool is not installed')\n")
+    environment = {key: value for key, value in os.environ.items() if key != "LAKEHOUSE_TESTS_SKIP"}
+    if rule:
+        environment["LAKEHOUSE_TESTS_SKIP"] = rule
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+                             "-rA", str(tmp_path)], cwd=PROJECT_ROOT, env=environment, capture_output=True,
+                            text=True, timeout=120)
+    assert outcome in result.stdout, result.stdout[-2000:]
+    assert (result.returncode == 0) == (rule is None)
+    if rule:
+        assert "skipped where LAKEHOUSE_TESTS_SKIP=never: the tool is not installed" in result.stdout
