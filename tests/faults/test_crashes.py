@@ -53,8 +53,8 @@ from tests.faults.traffic import (
     click,
     hostile,
     now_micros,
-    read_topic,
 )
+from tests.topics import alert_records, read_to_end
 from tests.helpers import LAKEHOUSE, alive, family, run_lakehouse, wait_for
 
 
@@ -103,7 +103,7 @@ def start_run(opts: list[str], log: Path) -> subprocess.Popen:
 def alert_records_per_window(config) -> str:
     """Records per alertId on the alerts topic (update mode re-emits a rising count; the sink is
     at-least-once), as mean and max."""
-    per_alert = Counter(json.loads(value)["alertId"] for _, _, value, _ in read_topic(config.kafka, config.kafka.topics.alerts))
+    per_alert = Counter(record["alertId"] for record in alert_records(config))
     return f"mean {sum(per_alert.values()) / max(len(per_alert), 1):.1f}, max {max(per_alert.values(), default=0)}"
 
 
@@ -185,7 +185,7 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
             ended_within.append(round(time.monotonic() - killed_at, 2))
             assert run.poll() is None, f"the restart was refused:\n{log.read_text()[-3000:]}"
         traffic.stop()
-        truth = Truth.of(read_topic(config.kafka, config.kafka.topics.clicks))
+        truth = Truth.of(read_to_end(config.kafka, config.kafka.topics.clicks))
         # The traffic has stopped: every window's count is final once the fast path has caught up.
         assert_alerts_as_the_oracle_says(config.kafka, config.kafka.topics.alerts, truth, THRESHOLD, real_time,
                                          timeout_s=180)
@@ -269,7 +269,7 @@ def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_fast_path(spa
         producer.close()
 
     window = target - target % 5_000_000
-    truth = Truth.of(read_topic(settings.kafka, settings.kafka.topics.clicks))
+    truth = Truth.of(read_to_end(settings.kafka, settings.kafka.topics.clicks))
     alerts = assert_alerts_as_the_oracle_says(settings.kafka, settings.kafka.topics.alerts, truth, THRESHOLD,
                                               settings.operational.mode == "real-time")
     assert alerts.get(("/target", window)) == 80, alerts

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from shared.errors import LakehouseError
 from tests.contract_oracle import Bounds, event_time_micros, expected_reason, highest_alert
 from tests.helpers import wait_for
+from tests.topics import Record, read_to_end
 
 WINDOW_MICROS = 5_000_000
 #: hot_pages.watermark as shipped: a click this far behind the newest one sent before it may be late.
@@ -174,12 +175,12 @@ class Truth:
     fast_path: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, rows: list[tuple[int, int, bytes | None, int]]) -> "Truth":
-        """From (partition, offset, value, Kafka timestamp ms) rows, in any order."""
-        truth = cls(records={(p, o): v for p, o, v, _ in rows})
+    def of(cls, rows: list[Record]) -> "Truth":
+        """From a topic's records (`tests.topics.read_to_end`), in any order."""
+        truth = cls(records={(r.partition, r.offset): r.value for r in rows})
         counts: dict[tuple[str, int], int] = defaultdict(int)
         clicks: list[tuple[int, str, str, int]] = []  # (Kafka timestamp ms, eventId, pageId, eventTime micros)
-        for partition, offset, value, timestamp_ms in sorted(rows, key=lambda row: (row[3], row[0], row[1])):
+        for partition, offset, value, timestamp_ms, _ in sorted(rows, key=lambda r: (r.timestamp_ms, r.partition, r.offset)):
             reason = expected_reason(value, timestamp_ms * 1000, BOUNDS)
             if reason:
                 truth.invalid[(partition, offset)] = reason
@@ -239,7 +240,7 @@ def highest_alerts(kafka_config, topic: str) -> dict[tuple[str, int], int]:
     """The highest clickCount per (pageId, window start in microseconds) on the alerts topic, read here
     from the raw records (each must be an alert's JSON object)."""
     highest: dict[tuple[str, int], int] = {}
-    for partition, offset, value, _ in read_topic(kafka_config, topic):
+    for partition, offset, value, *_ in read_to_end(kafka_config, topic):
         record = json.loads(value)
         assert isinstance(record.get("clickCount"), int), f"not an alert at {partition}/{offset}: {value!r}"
         key = (record["pageId"], event_time_micros(record["windowStart"]))
@@ -284,24 +285,3 @@ def assert_alerts_as_the_oracle_says(kafka_config, topic: str, truth: Truth, thr
     assert not wrong, (f"{len(wrong)} of {len(outcomes)} windows with another highest alert than the oracle's "
                        f"(window: (alerted, allowed)), {len(truth.hot(threshold))} hot: {dict(list(wrong.items())[:10])}")
     return seen["alerts"]
-
-
-def read_topic(kafka_config, topic: str) -> list[tuple[int, int, bytes | None, int]]:
-    """Every record on `topic` now: (partition, offset, value, Kafka timestamp in ms)."""
-    from kafka import TopicPartition
-
-    from shared.kafka import consumer_for
-
-    consumer = consumer_for(kafka_config)
-    try:
-        partitions = [TopicPartition(topic, p) for p in sorted(consumer.partitions_for_topic(topic))]
-        consumer.assign(partitions)
-        consumer.seek_to_beginning(*partitions)
-        ends = consumer.end_offsets(partitions)
-        rows = []
-        while any(consumer.position(tp) < ends[tp] for tp in partitions):
-            for tp, batch in consumer.poll(timeout_ms=1000, max_records=5000).items():
-                rows += [(tp.partition, r.offset, r.value, r.timestamp) for r in batch if r.offset < ends[tp]]
-        return rows
-    finally:
-        consumer.close()

@@ -13,10 +13,11 @@ import pytest
 
 from operational import hot_pages
 from shared.alerts_topic import latest_alerts
-from shared.kafka import consumer_for, ensure_topics
+from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
 from tests.conftest import make_config
 from tests.helpers import click, send
+from tests.topics import alert_records, read_to_end
 
 
 ISO_MILLIS_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
@@ -50,14 +51,6 @@ def alerts(config) -> dict:
     return {(a.page_id, a.window_start): a for a in book.latest.values()}
 
 
-def raw_alert_records(config) -> list:
-    consumer = consumer_for(config.kafka, config.kafka.topics.alerts, consumer_timeout_ms=2000)
-    try:
-        return list(consumer)
-    finally:
-        consumer.close()
-
-
 def expected_alert_id(page: str, window_start: datetime) -> str:
     millis = int(window_start.replace(tzinfo=timezone.utc).timestamp() * 1000)
     return hashlib.sha256(f"{page}|{millis}".encode()).hexdigest()[:32]
@@ -85,7 +78,7 @@ def test_the_alert_record_is_exactly_the_contract(fast_config, run_fast_path):
     send(fast_config, *(click(f"e{n}", "/contract", f"10:00:1{n}") for n in range(4)))
     query.processAllAvailable()
 
-    records = raw_alert_records(fast_config)
+    records = read_to_end(fast_config.kafka, fast_config.kafka.topics.alerts)
     assert len(records) == 1
     value = json.loads(records[0].value)
     assert list(value) == ["alertId", "pageId", "windowStart", "windowEnd", "clickCount", "threshold", "emittedAt"]
@@ -153,7 +146,7 @@ def test_quotes_and_non_ascii_in_a_page_id_come_out_as_valid_json(fast_config, r
     send(fast_config, *(click(f"q{n}", page, f"10:00:2{n}") for n in range(4)))
     query.processAllAvailable()
 
-    (record,) = raw_alert_records(fast_config)
+    (record,) = read_to_end(fast_config.kafka, fast_config.kafka.topics.alerts)
     assert json.loads(record.value.decode("utf-8"))["pageId"] == page
 
 
@@ -171,10 +164,10 @@ def test_a_restart_from_the_checkpoint_loses_no_alert_and_keeps_counts(fast_conf
 
     found = alerts(fast_config)
     assert {(page, a.click_count) for (page, _), a in found.items()} == {("/a", 4), ("/b", 4)}
-    counts = [json.loads(r.value)["clickCount"] for r in raw_alert_records(fast_config)]
+    counts = [record["clickCount"] for record in alert_records(fast_config)]
     assert all(count >= 4 for count in counts)  # no alert ever claimed a count the data does not have
 
     restarted.stop()
     again = run_fast_path()
     again.processAllAvailable()
-    assert len(raw_alert_records(fast_config)) == len(counts)  # nothing replayed twice
+    assert len(read_to_end(fast_config.kafka, fast_config.kafka.topics.alerts)) == len(counts)  # nothing replayed twice

@@ -17,6 +17,7 @@ from lakehouse.monitoring.stream_progress import SUMMARY_SQL, TABLE as PROGRESS
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import LAKEHOUSE, ahead_of_the_clock, alive, family, run_lakehouse, send, unwanted_warnings, wait_for
+from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
 
@@ -150,7 +151,7 @@ def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restar
         config, config_overrides, tmp_path):
     from collections import Counter
 
-    from tests.faults.traffic import Traffic, read_topic
+    from tests.faults.traffic import Traffic
 
     options = settings(config_overrides, "operational.mode=real-time",
                        "operational.real_time.checkpoint_interval=10 seconds", "hot_pages.threshold=10")
@@ -159,7 +160,7 @@ def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restar
     traffic.start()
 
     def alerted_windows() -> int:
-        return len(alerted(config)) if read_topic(config.kafka, config.kafka.topics.alerts) else 0
+        return len(alerted(config)) if read_to_end(config.kafka, config.kafka.topics.alerts) else 0
 
     try:
         for run in range(2):  # run, Ctrl-C under traffic, and again: the restart resumes where the stop ended
@@ -178,7 +179,7 @@ def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restar
     finally:
         traffic.stop()
 
-    records = [json.loads(value) for _, _, value, _ in read_topic(config.kafka, config.kafka.topics.alerts)]
+    records = alert_records(config)
     sent = Counter((record["alertId"], record["clickCount"]) for record in records)
     assert len(sent) >= 4 * 3, "the hot page's windows, each with records at its crossing and doublings"
     assert [key for key, times in sent.items() if times > 1] == [], "an alert record sent again after the restart"

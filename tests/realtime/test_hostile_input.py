@@ -18,9 +18,9 @@ from operational import hot_pages
 from shared.kafka import ensure_topics, producer_for
 from tests.conftest import make_config
 from tests.faults.traffic import (HOT_PAGE, SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says, click, hostile,
-                                  now_micros, read_topic)
+                                  now_micros)
 from tests.helpers import wait_for
-from tests.realtime.test_real_time_fast_path import alert_records
+from tests.topics import alert_records, read_to_end
 
 pytestmark = pytest.mark.faults  # a crash-suite test, in the fast path's runtime
 
@@ -64,7 +64,7 @@ def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_real_time_fas
         query.stop()
         producer.close()
 
-    truth = Truth.of(read_topic(settings.kafka, settings.kafka.topics.clicks))
+    truth = Truth.of(read_to_end(settings.kafka, settings.kafka.topics.clicks))
     window = target - target % 5_000_000
     assert truth.windows[("/target", window)] == 80
     target_records = [r["clickCount"] for r in alert_records(settings) if r["pageId"] == "/target"]

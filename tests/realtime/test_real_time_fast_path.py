@@ -13,20 +13,12 @@ import json
 from collections import Counter
 from datetime import datetime, timedelta
 
-from shared.kafka import consumer_for
 from tests.helpers import click, send, wait_for
 
 from tests.realtime.conftest import THRESHOLD
+from tests.topics import alert_records
 
 DAY = "2026-11-22"
-
-
-def alert_records(config) -> list[dict]:
-    consumer = consumer_for(config.kafka, config.kafka.topics.alerts, consumer_timeout_ms=500)
-    try:
-        return [json.loads(record.value) | {"key": record.key.decode()} for record in consumer]
-    finally:
-        consumer.close()
 
 
 def clicks(page: str, first: int, count: int, second: str) -> list[bytes]:
@@ -47,8 +39,15 @@ def wait_for_alert(config, page: str, what: str, timeout_s: float = 90) -> None:
     wait_for(lambda: alerted(alert_records(config), page), timeout_s, what, every_s=0.5)
 
 
-def batches_ended(query) -> int:
-    return len(query.recentProgress)
+def last_batch_ended(query) -> int:
+    """The id of the newest batch that has reported its end (-1 before the first)."""
+    return max((progress["batchId"] for progress in query.recentProgress), default=-1)
+
+
+def batch_that_first_saw(query, event_time: str) -> int | None:
+    """The first batch whose newest event time is `event_time` (a prefix of Spark's ISO text)."""
+    return next((progress["batchId"] for progress in query.recentProgress
+                 if ((progress.get("eventTime") or {}).get("max") or "").startswith(event_time)), None)
 
 
 def test_every_hot_window_gets_its_crossing_record_and_one_per_doubling(real_time):
@@ -94,32 +93,33 @@ def test_the_watermark_moves_only_at_batch_boundaries(real_time):
     only once two boundaries have passed since the newest event time that makes it late."""
     config, query = real_time("20 seconds")
     send(config, click("base", "/base", "10:00:00.000", day=DAY))
-    wait_for(lambda: any((p.get("eventTime") or {}).get("max") for p in query.recentProgress), 120,
+    wait_for(lambda: batch_that_first_saw(query, f"{DAY}T10:00:00") is not None, 120,
              "a batch boundary after the first click")
-    boundaries = batches_ended(query)
 
-    # Within one batch: /ahead moves the newest event time two minutes on, then /late's window
-    # (two minutes behind) still takes its 21st click.
+    # /ahead moves the newest event time two minutes on, then /late's window (two minutes behind) still
+    # takes its 21st click: in the batch that read /ahead, and in the next one too (see below), so
+    # wherever a boundary falls in this step.
     send(config, *clicks("/late", 0, 20, "00:10"), *clicks("/ahead", 0, 21, "02:00"))
     wait_for_alert(config, "/ahead", "the /ahead window's alert", timeout_s=15)
     send(config, *clicks("/late", 20, 1, "00:11"))
-    wait_for_alert(config, "/late", "the late click counted within the batch", timeout_s=15)
-    assert batches_ended(query) == boundaries, "a boundary fell inside the batch under test: rerun"
+    wait_for_alert(config, "/late", "the late click counted, at most one boundary after /ahead", timeout_s=15)
 
-    # One boundary later the batch's own watermark is 10:01:55, but it drops late rows by the one
-    # before (09:59:55): a new window two minutes behind still counts.
-    wait_for(lambda: batches_ended(query) > boundaries, 60, "the first batch boundary")
-    assert query.recentProgress[-1]["eventTime"]["max"].startswith(f"{DAY}T10:02:00")
+    # B, the batch that read /ahead, ends with the watermark 10:01:55; the batch after it drops late rows
+    # by the watermark B began with (09:59:55): a new window two minutes behind still counts there.
+    wait_for(lambda: batch_that_first_saw(query, f"{DAY}T10:02:00") is not None, 60,
+             "the end of the batch that read /ahead")
+    ahead_batch = batch_that_first_saw(query, f"{DAY}T10:02:00")
+    assert last_batch_ended(query) == ahead_batch, "the batch after /ahead's ended before this step (20 s) began"
     send(config, *clicks("/one-boundary", 0, 21, "00:30"))
     wait_for_alert(config, "/one-boundary", "a window two minutes behind, one boundary on", timeout_s=15)
 
-    # Two boundaries later such a window is dropped whole.
-    wait_for(lambda: batches_ended(query) > boundaries + 1, 60, "the second batch boundary")
+    # Any batch after that one drops such a window whole.
+    wait_for(lambda: last_batch_ended(query) > ahead_batch, 60, "the end of the batch after /ahead's")
     send(config, *clicks("/two-boundaries", 0, 21, "00:40"), *clicks("/sentinel", 0, 21, "02:01"))
     wait_for_alert(config, "/sentinel", "the sentinel window's alert")
 
     assert alerted(alert_records(config), "/two-boundaries") == []
     assert alerted(alert_records(config), "/late") == [21]
-    wait_for(lambda: batches_ended(query) > boundaries + 2, 60, "the third batch boundary")
+    wait_for(lambda: last_batch_ended(query) > ahead_batch + 1, 60, "the end of the batch that dropped it")
     dropped = sum(op["numRowsDroppedByWatermark"] for op in query.recentProgress[-1]["stateOperators"])
     assert dropped >= 21

@@ -5,7 +5,9 @@ Hypothesis draws the records (arbitrary bytes; JSON documents built from the con
 with random types, nesting, repeated keys, whitespace, trailing content and encodings); one Spark
 job parses them all, since a Spark job per example would take minutes. Each property asserts:
 exactly one row per record, either a typed valid event or exactly one documented reason, and the
-same verdict (valid, or the same reason) as the oracle. A failure lists the records that disagree.
+same verdict (valid, or the same reason) as the oracle; a valid event's fields and instant (its
+offset applied, its fraction cut to microseconds) are the oracle's reading of the text. A failure
+lists the records that disagree.
 """
 
 from __future__ import annotations
@@ -16,10 +18,11 @@ from datetime import datetime, timezone
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark.sql import functions as F
 
 from shared.parsing import PARSE_REASONS, parse_clicks
 from tests.conftest import make_config
-from tests.contract_oracle import Bounds, expected_reason
+from tests.contract_oracle import Bounds, event_time_micros, expected_reason
 
 BYTES_EXAMPLES = 1500
 DOCUMENT_EXAMPLES = 2500
@@ -153,17 +156,22 @@ def drawn(strategy, count: int) -> list:
 
 def check_against_the_oracle(spark, records: list[tuple[bytes | None, int]]) -> Counter:
     """Parse `records` (value, Kafka timestamp in micros) in one Spark job; assert the properties.
-    Returns how many records got each verdict."""
+    Returns how many records got each verdict, and under "valid ..." how many valid events had a time
+    with an offset of minutes ("valid -05:30") or a fraction beyond microseconds ("valid .123456789")."""
     frame = spark.createDataFrame(
         [(index, value, datetime.fromtimestamp(micros / 1_000_000, timezone.utc).replace(tzinfo=None))
          for index, (value, micros) in enumerate(records)],
         "record long, value binary, timestamp timestamp",
     )
-    rows = frame.transform(parse_clicks, QUALITY).select("record", "invalidReason", "eventId", "pageId", "eventTime").collect()
+    rows = (frame.transform(parse_clicks, QUALITY)
+            .select("record", "invalidReason", "eventId", "pageId", "eventTime",
+                    F.unix_micros("eventTime").alias("eventMicros"))
+            .collect())
 
     per_record = Counter(row.record for row in rows)
     assert sorted(per_record) == list(range(len(records))) and set(per_record.values()) == {1}, "one row per record"
     documented = {reason.value for reason in PARSE_REASONS}
+    verdicts = Counter(row.invalidReason or "valid" for row in rows)
     for row in rows:
         if row.invalidReason is None:
             assert None not in (row.eventId, row.pageId, row.eventTime), row
@@ -171,6 +179,9 @@ def check_against_the_oracle(spark, records: list[tuple[bytes | None, int]]) -> 
             for name in ("eventId", "pageId"):  # a string field is read as its text, unescaped
                 if isinstance(document[name], str):
                     assert getattr(row, name) == document[name], (records[row.record][0], row)
+            # the instant that decides the window: the oracle's reading of the text, offset and all
+            assert row.eventMicros == event_time_micros(document["eventTime"]), (records[row.record][0], row)
+            verdicts.update(f"valid {shape}" for shape in ("-05:30", ".123456789") if shape in document["eventTime"])
         else:
             assert row.invalidReason in documented and (row.eventId, row.pageId, row.eventTime) == (None, None, None)
     disagreements = [
@@ -184,7 +195,7 @@ def check_against_the_oracle(spark, records: list[tuple[bytes | None, int]]) -> 
         "(value, parsing's reason, oracle's reason), shortest first:\n"
         + "\n".join(repr(case) for case in disagreements[:15])
     )
-    return Counter(row.invalidReason or "valid" for row in rows)
+    return verdicts
 
 
 kafka_timestamps = st.integers(BASE_MICROS - HOUR_MICROS // 2, BASE_MICROS + HOUR_MICROS // 2)
@@ -217,3 +228,4 @@ def test_documents_in_the_serializers_shape_get_the_oracle_verdict_and_their_fie
     verdicts = check_against_the_oracle(spark, records)
 
     assert {"valid", "not_json", "empty_event_id", "page_id_too_long", "bad_event_time"} <= set(verdicts), verdicts
+    assert {"valid -05:30", "valid .123456789"} <= set(verdicts), verdicts  # instants the oracle checked
