@@ -89,6 +89,38 @@ def config_overrides(broker_overrides, config) -> list[str]:
     ]
 
 
+@pytest.fixture
+def configured(config_overrides):
+    """This test's configuration with `settings` on top, its topics made: one lake per test.
+
+        settings = configured("hot_pages.threshold=3", "operational.starting_offsets=earliest")
+    """
+    from shared.kafka import ensure_topics
+
+    def configure(*settings: str, topics: tuple[str, ...] = ("clicks", "alerts")) -> Config:
+        made = make_config(*config_overrides, *settings)
+        ensure_topics(made.kafka, [getattr(made.kafka.topics, topic) for topic in topics])
+        return made
+
+    return configure
+
+
+@pytest.fixture
+def start_query():
+    """`start_query(begin, *args)` calls `begin(*args)` (a query's start, e.g. `hot_pages.start`) and
+    returns the query; every query started so is stopped when the test ends, however it ends."""
+    started = []
+
+    def start(begin, *args):
+        query = begin(*args)
+        started.append(query)
+        return query
+
+    yield start
+    for query in reversed(started):
+        query.stop()
+
+
 #: The run's object store's identity (any values do: the embedded store accepts the configured one).
 S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "lakehouse-tests", "AWS_SECRET_ACCESS_KEY": uuid.uuid4().hex}
 

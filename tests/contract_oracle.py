@@ -13,9 +13,11 @@ a few hundred levels (each reader has its own depth limit).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
+from datetime import datetime, timezone
 
 JSON_WHITESPACE = " \t\n\r"
 EVENT_TIME = re.compile(
@@ -155,3 +157,14 @@ def highest_alert(count: int, threshold: int, real_time: bool) -> int | None:
     while reached * 2 <= count:
         reached *= 2
     return reached
+
+
+def alert_id(page_id: str, window_start: datetime | str) -> str:
+    """An alert's id (CONTRACT.md, "Alerts"): the first 32 hex digits of SHA-256 of
+    `<pageId>|<windowStart in epoch milliseconds>`; `window_start` an instant (naive: UTC) or its ISO text."""
+    if isinstance(window_start, str):
+        window_start = datetime.fromisoformat(window_start.replace("Z", "+00:00"))
+    if window_start.tzinfo is None:
+        window_start = window_start.replace(tzinfo=timezone.utc)
+    millis = round(window_start.timestamp() * 1000)
+    return hashlib.sha256(f"{page_id}|{millis}".encode()).hexdigest()[:32]

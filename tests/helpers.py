@@ -67,38 +67,3 @@ def unwanted_warnings(output: str) -> list[str]:
     """The WARN/WARNING lines of `output` that are not on EXPECTED_WARNINGS."""
     return [line for line in output.splitlines()
             if re.search(r"\bWARN(ING)?\b", line) and not any(expected in line for expected in EXPECTED_WARNINGS)]
-
-
-def _children() -> dict[int, list[int]]:
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            tree.setdefault(parent, []).append(int(entry.name))
-    return tree
-
-
-def family(pid: int) -> set[int]:
-    """`pid` and every process below it, now."""
-    tree, found, todo = _children(), set(), [pid]
-    while todo:
-        current = todo.pop()
-        found.add(current)
-        todo += tree.get(current, [])
-    return found
-
-
-def alive(pids: set[int]) -> set[int]:
-    """Those of `pids` still running (a zombie has ended)."""
-    living = set()
-    for pid in pids:
-        try:
-            state = (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            living.add(pid)
-    return living

@@ -3,7 +3,6 @@ with conf/standalone.yaml, and the processes a cluster left."""
 
 from __future__ import annotations
 
-import os
 import socket
 from pathlib import Path
 
@@ -44,19 +43,3 @@ def lakehouse_on_clusters(*args: str, settings: list[str], timeout: float = 180,
     """`lakehouse --config conf/standalone.yaml ARGS --set SETTINGS...`, as a user runs it."""
     return run_lakehouse("--config", STANDALONE, *args, *(f"--set={item}" for item in settings),
                          timeout=timeout, env=env)
-
-
-def processes_of(cluster_dir: str) -> list[str]:
-    """Command lines of live processes that belong to this cluster: its daemons and their executors."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            cwd = os.readlink(proc / "cwd")
-        except OSError:
-            continue
-        if cluster_dir in command or cwd.startswith(cluster_dir):
-            found.append(command)
-    return found

@@ -15,7 +15,8 @@ from pathlib import Path
 from shared.config import with_overrides
 from lakehouse.services.cluster import StandaloneCluster
 from tests.conftest import make_config
-from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lakehouse, processes_of as _processes_of
+from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lakehouse
+from tests.processes import command_lines_in
 from tests.helpers import run_lakehouse, wait_for
 from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
 
@@ -61,7 +62,7 @@ def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
     finally:
         stopped = _lakehouse("cluster", "stop", settings=cluster_settings)
     assert stopped.returncode == 0, stopped.stderr
-    wait_for(lambda: not _processes_of(cluster_dir), 30, "every cluster process to end")
+    wait_for(lambda: not command_lines_in(cluster_dir), 30, "every cluster process to end")
     again = _lakehouse("cluster", "status", settings=cluster_settings)
     assert again.returncode == 1 and again.stdout.splitlines() == [
         f"medallion: not running (master {medallion_url})", f"fast-path: not running (master {fast_path_url})"]
@@ -92,4 +93,4 @@ def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_messag
         assert status.returncode == 1 and "worker 1: not running" in status.stdout
     finally:
         assert _lakehouse("cluster", "stop", settings=settings).returncode == 0
-    assert not _processes_of(settings[0].split("=", 1)[1])
+    assert not command_lines_in(settings[0].split("=", 1)[1])

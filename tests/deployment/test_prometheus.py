@@ -18,6 +18,7 @@ from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
 from lakehouse.services import prometheus
 from tests.helpers import LAKEHOUSE, wait_for
+from tests.processes import child_jvms
 from tests.prometheus_rules import compressed
 
 
@@ -49,20 +50,6 @@ def scrape_configuration(tmp_path: Path, config) -> Path:
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(shipped))
     return path
-
-
-def child_jvms(pid: int) -> list[int]:
-    """The java processes `pid` started (under `run`: the fast path's; the medallion's is its child's)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                if parent == pid and (entry / "comm").read_text().strip() == "java":
-                    found.append(int(entry.name))
-            except (OSError, IndexError, ValueError):
-                continue
-    return found
 
 
 def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools, config, config_overrides, tmp_path):

@@ -15,7 +15,8 @@ import pytest
 from shared.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from shared.runtime import FAST_PATH, MEDALLION
-from tests.deployment.clusters import lakehouse_on_clusters, processes_of
+from tests.deployment.clusters import lakehouse_on_clusters
+from tests.processes import command_lines_in
 from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
 
 
@@ -28,7 +29,7 @@ def medallion_cluster(cluster_settings):
     assert started.returncode == 0, started.stderr
     yield settings, started.stdout.split()[0]
     assert lakehouse_on_clusters("cluster", "stop", settings=settings).returncode == 0
-    wait_for(lambda: not processes_of(cluster_settings[0].split("=", 1)[1]), 30, "every cluster process to end")
+    wait_for(lambda: not command_lines_in(cluster_settings[0].split("=", 1)[1]), 30, "every cluster process to end")
 
 
 def _timed(*args: str, settings: list[str]) -> tuple[subprocess.CompletedProcess, float]:

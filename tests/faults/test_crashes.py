@@ -55,7 +55,8 @@ from tests.faults.traffic import (
     now_micros,
 )
 from tests.topics import alert_records, read_to_end
-from tests.helpers import LAKEHOUSE, alive, family, run_lakehouse, wait_for
+from tests.helpers import LAKEHOUSE, run_lakehouse, wait_for
+from tests.processes import alive, family
 
 
 THRESHOLD = 50

@@ -7,7 +7,6 @@ must not be stopped). Its files live in the test's own folder and it is always s
 import os
 import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 
@@ -15,11 +14,7 @@ from lakehouse.services.broker import BrokerError, EmbeddedBroker
 from shared.kafka import admin_client, ensure_topics
 from tests.conftest import free_port, make_config
 from tests.helpers import run_lakehouse
-
-
-def process_exists(pid: int) -> bool:
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and ") Z" not in stat.read_text()
+from tests.processes import alive
 
 
 def dead_pid() -> int:
@@ -38,7 +33,7 @@ def test_start_twice_status_and_stop_leave_no_process(tmp_path):
         bootstrap = started.stdout.strip()
         assert bootstrap == settings[3].split("=", 1)[1]
         pid = int((tmp_path / "kafka" / "broker.pid").read_text())
-        assert process_exists(pid)
+        assert alive({pid})
 
         again = run_lakehouse("kafka", "start", *settings)
         assert again.returncode == 0 and again.stdout.strip() == bootstrap
@@ -51,7 +46,7 @@ def test_start_twice_status_and_stop_leave_no_process(tmp_path):
         stopped = run_lakehouse("kafka", "stop", *settings)
 
     assert stopped.returncode == 0, stopped.stderr
-    assert not process_exists(pid)
+    assert not alive({pid})
     assert not (tmp_path / "kafka" / "broker.pid").exists()
     after = run_lakehouse("kafka", "status", *settings)
     assert after.returncode == 1 and "not running" in after.stdout

@@ -4,18 +4,16 @@ Threshold 3 here, so a window of exactly 3 distinct clicks is not hot and a 4th 
 Each test drives the real query with processAllAvailable() and reads the alerts topic back.
 """
 
-import hashlib
 import json
 import re
-from datetime import datetime, timezone
+from datetime import datetime
 
 import pytest
 
 from operational import hot_pages
 from shared.alerts_topic import latest_alerts
-from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
-from tests.conftest import make_config
+from tests.contract_oracle import alert_id
 from tests.helpers import click, send
 from tests.topics import alert_records, read_to_end
 
@@ -24,36 +22,20 @@ ISO_MILLIS_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 
 @pytest.fixture
-def fast_config(config, config_overrides):
-    settings = make_config(*config_overrides, "hot_pages.threshold=3", "operational.starting_offsets=earliest")
-    ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
-    return settings
+def fast_config(configured):
+    return configured("hot_pages.threshold=3", "operational.starting_offsets=earliest")
 
 
 @pytest.fixture
-def run_fast_path(spark, fast_config):
-    """Start the query (again, after a stop) on this test's topics and checkpoint; always stopped."""
-    started = []
-
-    def start():
-        query = hot_pages.start(spark, fast_config)
-        started.append(query)
-        return query
-
-    yield start
-    for query in started:
-        query.stop()
+def run_fast_path(spark, fast_config, start_query):
+    """Start the query (again, after a stop) on this test's topics and checkpoint."""
+    return lambda: start_query(hot_pages.start, spark, fast_config)
 
 
 def alerts(config) -> dict:
     book = latest_alerts(config.kafka, config.kafka.topics.alerts)
     assert book.invalid == []
     return {(a.page_id, a.window_start): a for a in book.latest.values()}
-
-
-def expected_alert_id(page: str, window_start: datetime) -> str:
-    millis = int(window_start.replace(tzinfo=timezone.utc).timestamp() * 1000)
-    return hashlib.sha256(f"{page}|{millis}".encode()).hexdigest()[:32]
 
 
 def test_threshold_is_strict_and_the_alert_carries_window_count_and_id(fast_config, run_fast_path):
@@ -70,7 +52,7 @@ def test_threshold_is_strict_and_the_alert_carries_window_count_and_id(fast_conf
     alert = found[("/p", "2026-11-22T10:00:00.000Z")]
     assert alert.click_count == 4 and alert.threshold == 3
     assert alert.window_end == "2026-11-22T10:00:05.000Z"
-    assert alert.alert_id == expected_alert_id("/p", datetime(2026, 11, 22, 10, 0, 0))
+    assert alert.alert_id == alert_id("/p", datetime(2026, 11, 22, 10, 0, 0))
 
 
 def test_the_alert_record_is_exactly_the_contract(fast_config, run_fast_path):

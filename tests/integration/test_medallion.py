@@ -23,18 +23,14 @@ from analytical.registry import STREAMS, TABLES
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import Table, read_table
-from shared.kafka import ensure_topics
-from tests.conftest import make_config
 from tests.examples import gold_page_clicks_1m
 from tests.helpers import click, send
 from tests.readers import assert_every_table_reads_alike
 
 
 @pytest.fixture
-def lake(config, config_overrides):
-    settings = make_config(*config_overrides, "hot_pages.threshold=3")
-    ensure_topics(settings.kafka, [settings.kafka.topics.clicks])
-    return settings
+def lake(configured):
+    return configured("hot_pages.threshold=3", topics=("clicks",))
 
 
 def backfill(spark, config) -> dict[str, int]:

@@ -19,8 +19,7 @@ from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.tables import read_table
 from operational import hot_pages
 from shared.alerts_topic import latest_alerts
-from shared.kafka import ensure_topics, producer_for
-from tests.conftest import make_config
+from shared.kafka import producer_for
 from tests.helpers import click, run_lakehouse, send
 
 
@@ -28,18 +27,14 @@ SETTINGS = ("hot_pages.threshold=3", "operational.starting_offsets=earliest")
 
 
 @pytest.fixture
-def both(config, config_overrides):
-    settings = make_config(*config_overrides, *SETTINGS)
-    ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
-    return settings
+def both(configured):
+    return configured(*SETTINGS)
 
 
 @pytest.fixture
-def fast_path(spark, both):
-    """The running hot-pages query; stopped at the end whatever happens."""
-    query = hot_pages.start(spark, both)
-    yield query
-    query.stop()
+def fast_path(spark, both, start_query):
+    """The running hot-pages query."""
+    return start_query(hot_pages.start, spark, both)
 
 
 def clicks(page: str, second: float, count: int, prefix: str = "") -> list[bytes]:
@@ -177,7 +172,8 @@ def test_every_cause_is_documented_in_the_contract():
     assert [cause for cause in CAUSES if f"`{cause}`" not in contract] == []
 
 
-def test_a_window_the_stopped_fast_path_has_not_read_is_pending_with_what_closes_it_until_it_has(spark, both, fast_path):
+def test_a_window_the_stopped_fast_path_has_not_read_is_pending_with_what_closes_it_until_it_has(
+        spark, both, fast_path, start_query):
     feed(both, fast_path, *clicks("/p1", 1, 5))  # hot and alerted; no click has closed its window
     fast_path.stop()
     send(both, *clicks("/p2", 2, 4))  # hot in gold; the stopped fast path has not read it
@@ -192,11 +188,9 @@ def test_a_window_the_stopped_fast_path_has_not_read_is_pending_with_what_closes
         assert window["openIn"] == ["fast path"], "gold has read every click and the medallion is stopped"
         assert "stopped with 4 clicks" in window["why"]["fast path"] and "start it" in window["why"]["fast path"]
 
-    restarted = hot_pages.start(spark, both)  # what the reason says to do: it reads the 4 clicks, then stops
-    try:
-        restarted.processAllAvailable()
-    finally:
-        restarted.stop()
+    restarted = start_query(hot_pages.start, spark, both)  # what the reason says to do: it reads the 4 clicks
+    restarted.processAllAvailable()
+    restarted.stop()
     result = reconcile(spark, both)
 
     assert (result["windowsCompared"], result["matched"], result["pending"], result["unexplained"]) == (2, 2, 0, 0), \

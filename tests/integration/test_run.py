@@ -16,7 +16,8 @@ from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import SUMMARY_SQL, TABLE as PROGRESS
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, ahead_of_the_clock, alive, family, run_lakehouse, send, unwanted_warnings, wait_for
+from tests.helpers import LAKEHOUSE, ahead_of_the_clock, run_lakehouse, send, unwanted_warnings, wait_for
+from tests.processes import alive, family
 from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)

@@ -4,10 +4,7 @@ which `make test` runs after the medallion's). The medallion's interpreter skips
 import pytest
 
 from operational import hot_pages
-from shared.kafka import ensure_topics
 from shared.runtime import real_time_available
-from tests.conftest import make_config
-
 if not real_time_available():
     collect_ignore_glob = ["test_*.py"]
 
@@ -16,20 +13,13 @@ THRESHOLD = 20
 
 
 @pytest.fixture
-def real_time(spark, config, config_overrides):
-    """Start the real-time query with a given checkpoint interval on this test's topics; always stopped."""
-    started = []
-
+def real_time(spark, configured, start_query):
+    """Start the real-time query with a given checkpoint interval on this test's topics."""
     def start(checkpoint_interval: str):
-        settings = make_config(*config_overrides, f"hot_pages.threshold={THRESHOLD}",
-                               "operational.starting_offsets=earliest", "operational.mode=real-time",
-                               f"operational.real_time.checkpoint_interval={checkpoint_interval}")
-        ensure_topics(settings.kafka, [settings.kafka.topics.clicks, settings.kafka.topics.alerts])
-        query = hot_pages.start(spark, settings)
-        started.append(query)
-        return settings, query
+        settings = configured(f"hot_pages.threshold={THRESHOLD}", "operational.starting_offsets=earliest",
+                              "operational.mode=real-time",
+                              f"operational.real_time.checkpoint_interval={checkpoint_interval}")
+        return settings, start_query(hot_pages.start, spark, settings)
 
-    yield start
-    for query in started:
-        query.stop()
+    return start
 

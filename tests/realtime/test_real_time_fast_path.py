@@ -8,13 +8,13 @@ reports each batch boundary writes.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from datetime import datetime, timedelta
 
 from tests.helpers import click, send, wait_for
 
+from tests.contract_oracle import alert_id
 from tests.realtime.conftest import THRESHOLD
 from tests.topics import alert_records
 
@@ -80,8 +80,7 @@ def test_every_hot_window_gets_its_crossing_record_and_one_per_doubling(real_tim
     assert sorted((r["pageId"], r["windowStart"], r["clickCount"]) for r in records) == expected
     for record in records:
         start = datetime.fromisoformat(record["windowStart"].replace("Z", "+00:00"))
-        identity = f"{record['pageId']}|{int(start.timestamp() * 1000)}".encode()
-        assert record["key"] == record["alertId"] == hashlib.sha256(identity).hexdigest()[:32]
+        assert record["key"] == record["alertId"] == alert_id(record["pageId"], start)
         assert record["threshold"] == THRESHOLD
         assert record["windowEnd"] == (start + timedelta(seconds=5)).strftime("%Y-%m-%dT%H:%M:%S.000Z")
     assert query.exception() is None

@@ -1,11 +1,11 @@
 """The alert record: the contract's fields and formats, and an alertId reproducible outside Spark."""
 
-import hashlib
 import json
 import re
 from datetime import datetime, timezone
 
 from shared.alerts import to_alert_records
+from tests.contract_oracle import alert_id
 
 ISO_MILLIS_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 PAGE = '/search?q="shoes" für Ünïcødé ☃ \\ end'
@@ -34,8 +34,7 @@ def test_alert_value_has_exactly_the_contract_fields(spark):
 
 
 def test_alert_id_is_deterministic_from_page_and_window_start(spark):
-    window_start_ms = int(datetime(2026, 11, 22, 10, 0, 5, tzinfo=timezone.utc).timestamp() * 1000)
-    expected = hashlib.sha256(f"{PAGE}|{window_start_ms}".encode()).hexdigest()[:32]
+    expected = alert_id(PAGE, datetime(2026, 11, 22, 10, 0, 5, tzinfo=timezone.utc))
 
     first = hot_window(spark, PAGE, 5001).transform(to_alert_records, 5000).collect()[0]
     later = hot_window(spark, PAGE, 7000).transform(to_alert_records, 5000).collect()[0]

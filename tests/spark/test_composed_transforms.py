@@ -6,9 +6,8 @@ under test.
 
 from __future__ import annotations
 
-import hashlib
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 
 from chispa import assert_df_equality
 
@@ -16,6 +15,7 @@ from analytical.gold_page_clicks_5s import page_clicks_5s
 from analytical.tables import Prune, create_if_missing, insert_new, upsert
 from operational.hot_pages import hot_page_alerts
 from tests.conftest import make_config
+from tests.contract_oracle import alert_id
 from tests.helpers import click
 
 KAFKA_SCHEMA = "key binary, value binary, timestamp timestamp"
@@ -39,11 +39,10 @@ def test_the_fast_path_alerts_a_window_over_the_threshold_once_with_its_distinct
     alerts = [(row.key, json.loads(row.value)) for row in
               frame.transform(hot_page_alerts, config.hot_pages, config.quality).collect()]
 
-    window_start_ms = int(datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc).timestamp() * 1000)
-    alert_id = hashlib.sha256(f"/hot|{window_start_ms}".encode()).hexdigest()[:32]
+    hot_alert_id = alert_id("/hot", "2026-11-22T10:00:00.000Z")
     assert [(key, alert["pageId"], alert["windowStart"], alert["windowEnd"], alert["clickCount"], alert["threshold"])
             for key, alert in alerts] == [
-        (alert_id, "/hot", "2026-11-22T10:00:00.000Z", "2026-11-22T10:00:05.000Z", 4, 3)]
+        (hot_alert_id, "/hot", "2026-11-22T10:00:00.000Z", "2026-11-22T10:00:05.000Z", 4, 3)]
 
 
 def test_gold_counts_each_page_and_window_and_marks_hot_strictly_over_the_threshold(spark):

@@ -1,0 +1,77 @@
+"""The machine's processes as the tests see them, read from /proc: a process tree, what is still
+alive, a process's JVM children, the processes that belong to a folder.
+
+    doomed = family(run.pid)
+    os.kill(run.pid, signal.SIGKILL)
+    wait_for(lambda: not alive(doomed), 30, "every process of the killed run to end")
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Process:
+    pid: int
+    parent: int
+    state: str  # "Z": a zombie, which has ended
+    name: str  # /proc/<pid>/comm: the program's name, e.g. "java"
+
+
+def _read(pid: int) -> Process | None:
+    proc = Path("/proc") / str(pid)
+    try:
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        return Process(pid, int(fields[1]), fields[0], (proc / "comm").read_text().strip())
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def processes() -> Iterator[Process]:
+    """Every process now (one that ends while it is read is left out)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and (process := _read(int(entry.name))) is not None:
+            yield process
+
+
+def family(pid: int) -> set[int]:
+    """`pid` and every process below it, now."""
+    children: dict[int, list[int]] = {}
+    for process in processes():
+        children.setdefault(process.parent, []).append(process.pid)
+    found, todo = set(), [pid]
+    while todo:
+        current = todo.pop()
+        found.add(current)
+        todo += children.get(current, [])
+    return found
+
+
+def alive(pids: set[int]) -> set[int]:
+    """Those of `pids` still running (a zombie has ended)."""
+    return {pid for pid in pids if (process := _read(pid)) is not None and process.state != "Z"}
+
+
+def child_jvms(pid: int) -> list[int]:
+    """The java processes `pid` started itself."""
+    return [process.pid for process in processes() if process.parent == pid and process.name == "java"]
+
+
+def command_lines_in(folder: str) -> list[str]:
+    """The command lines of live processes that run in `folder` or name it (a cluster's daemons and
+    their executors)."""
+    found = []
+    for process in processes():
+        proc = Path("/proc") / str(process.pid)
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue
+        if folder in command or cwd.startswith(folder):
+            found.append(command)
+    return found
