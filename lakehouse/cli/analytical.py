@@ -178,7 +178,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "application with FAIR pools: OPERATIONS.md). Every query's progress goes to the Delta table ops/stream_progress, and to one "
         "console view of both processes' queries. "
         "SIGINT/SIGTERM stop every query cleanly (exit 0); when one query fails for good, the others stop cleanly "
-        "and the command exits 1 with its error. A second run on the same checkpoints is refused.")
+        "and the command exits 2 with its error. A second run on the same checkpoints is refused.")
     run.add_argument("--seconds", type=positive(float), help="stop after this long (default: until stopped)")
     run.set_defaults(handler=cmd_run, runs_until_stopped=True)
 

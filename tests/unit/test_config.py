@@ -66,6 +66,21 @@ def test_relative_paths_are_taken_from_the_project_root(tmp_path):
         ("hot_pages.treshold=5", ["hot_pages.treshold", "unknown key"]),
         ("kafka.security.protocol=SASL_SSL", ["kafka.security", "sasl_mechanism", "sasl_password"]),
         ("hot_pages=3", ["hot_pages", "section"]),
+        ("hot_pages.watermark=later", ["hot_pages.watermark", "later"]),
+        ("hot_pages.watermark=-5 seconds", ["hot_pages.watermark", "-5 seconds"]),
+        ("kafka.security.protocol=TLS", ["kafka.security.protocol", "'SSL'", "TLS"]),
+        ("operational.mode=fast", ["operational.mode", "'real-time' or 'micro-batch'", "fast"]),
+        ("operational.real_time.checkpoint_interval=2 seconds",
+         ["operational.real_time.checkpoint_interval", "at least 5 seconds"]),
+        ("operational.real_time.task_slots=1", ["operational.real_time.task_slots", "greater than or equal to 2"]),
+        ("operational.max_restarts=-1", ["operational.max_restarts", "greater than or equal to 0"]),
+        ("operational.restart_backoff_s=-2", ["operational.restart_backoff_s", "greater than or equal to 0"]),
+        ("quality.max_clock_skew=a while", ["quality.max_clock_skew", "a while"]),
+        ("quality.earliest_event_time=2020-01-01T00:00:00", ["quality.earliest_event_time", "time zone"]),
+        ("quality.policies.silver_clicks=ignore", ["quality.policies.silver_clicks", "'warn', 'drop' or 'fail'"]),
+        ("analytical.vacuum_retention=soon", ["analytical.vacuum_retention", "soon"]),
+        ("metrics.operational_port=0", ["metrics.operational_port", "greater than or equal to 1"]),
+        ("metrics.analytical_port=70000", ["metrics.analytical_port", "less than or equal to 65535"]),
     ],
 )
 def test_a_bad_value_names_the_key_and_what_is_wrong(override, names):
@@ -209,3 +224,19 @@ def test_a_layer_as_set_items_gives_the_same_config_as_the_file():
     for item in as_overrides(nested):
         apply_override(rebuilt, item)
     assert rebuilt == nested
+
+
+def test_tls_without_sasl_gives_every_client_tls_and_the_ca_and_no_credentials(tmp_path):
+    """`kafka.security.protocol: SSL`: encrypted, the broker authenticated by the CA, no SASL login."""
+    from shared.kafka_settings import client_settings, producer_settings, spark_options
+
+    ca = tmp_path / "ca.pem"
+    kafka = load_config(overrides=["kafka.security.protocol=SSL", f"kafka.security.ssl_cafile={ca}"]).kafka
+
+    assert client_settings(kafka)["security_protocol"] == "SSL" and client_settings(kafka)["ssl_cafile"] == str(ca)
+    spark = spark_options(kafka)
+    assert spark["kafka.security.protocol"] == "SSL" and spark["kafka.ssl.truststore.location"] == str(ca)
+    assert producer_settings(kafka)["security.protocol"] == "ssl"
+    rendered = {**client_settings(kafka), **spark, **producer_settings(kafka)}
+    assert [key for key in rendered if "sasl" in key.lower()] == []
+
