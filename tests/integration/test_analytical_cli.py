@@ -14,7 +14,8 @@ import pathlib
 import re
 import shlex
 import uuid
-from datetime import datetime, timezone
+from collections import Counter
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -168,3 +169,80 @@ def test_a_missing_table_says_which_backfill_to_run(config_overrides):
 
 def _gold_versions(root: str) -> list[int]:
     return [int(path.stem) for path in pathlib.Path(root, "gold/page_clicks_5s/_delta_log").glob("*.json")]
+
+
+def test_query_over_a_range_and_as_of_a_time_from_the_command_line(history):
+    _, overrides, day_one_version = history
+    day_one = query_json(overrides, "top-pages", "--from", "2026-11-22T00:00:00Z", "--to", "2026-11-23T00:00:00Z")
+    assert [(row["pageId"], row["clicks"]) for row in day_one] == [("/a", 9), ("/b", 3)]  # /b's day-2 clicks left out
+    # The instant gold's day-one version was committed, as Delta's own log says: that version answers.
+    log = pathlib.Path(overrides_root(overrides), "gold/page_clicks_5s/_delta_log", f"{day_one_version:020d}.json")
+    committed_ms = next(json.loads(line)["commitInfo"]["timestamp"] for line in log.read_text().splitlines()
+                        if "commitInfo" in line)
+    at = datetime.fromtimestamp(committed_ms / 1000, timezone.utc).isoformat(timespec="milliseconds")
+    for engine in ("duckdb", "spark"):
+        older = query_json(overrides, "hot-windows", "--as-of", at, "--engine", engine)
+        assert [(row["pageId"], row["clickCount"]) for row in older] == [("/a", 5), ("/a", 4)], engine
+
+
+def overrides_root(overrides: list[str]) -> str:
+    return next(item.split("=", 1)[1] for item in overrides if item.startswith("storage.root="))
+
+
+def test_status_counts_each_querys_batches_of_the_last_minutes_in_every_format(spark, history):
+    """A backfill records its progress; a query's row from two hours ago counts only over 180 minutes."""
+    from pyspark.sql import functions as F
+
+    from lakehouse.monitoring.stream_progress import table_location
+
+    config, overrides, _ = history
+    lakehouse(overrides, "analytical", "--available-now", "--format", "json")
+    path = table_location(config)
+    two_hours_ago = datetime.now(timezone.utc) - timedelta(hours=2)
+    (spark.read.format("delta").load(path).limit(1)
+     .withColumn("queryName", F.lit("retired_query")).withColumn("timestamp", F.lit(two_hours_ago))
+     .write.format("delta").mode("append").save(path))
+    recorded = [(row.queryName, datetime.fromtimestamp(row.micros / 1e6, timezone.utc)) for row in
+                spark.read.format("delta").load(path).select("queryName", F.unix_micros("timestamp").alias("micros"))
+                .collect()]
+
+    def batches_since(minutes: int) -> dict[str, int]:
+        since = datetime.now(timezone.utc) - timedelta(minutes=minutes)
+        return dict(Counter(name for name, at in recorded if at >= since))
+
+    for minutes in (60, 180):
+        rows = json.loads(lakehouse(overrides, "status", "--minutes", str(minutes), "--format", "json").stdout)
+        assert {row["queryName"]: row["batches"] for row in rows} == batches_since(minutes), minutes
+    assert "retired_query" not in batches_since(60) and {stream.name for stream in STREAMS} <= set(batches_since(60))
+
+    as_csv = list(csv.DictReader(io.StringIO(lakehouse(overrides, "status", "--format", "csv").stdout)))
+    assert {row["queryName"]: int(row["batches"]) for row in as_csv} == batches_since(60)
+    as_table = lakehouse(overrides, "status").stdout.splitlines()
+    assert as_table[0].split()[:2] == ["queryName", "batches"]
+    assert {line.split()[0]: int(line.split()[1]) for line in as_table[2:] if line.strip()} == batches_since(60)
+
+
+def test_maintain_vacuums_the_files_no_retained_version_needs_and_no_vacuum_keeps_them(spark, configured,
+                                                                                        config_overrides):
+    from deltalake import DeltaTable
+    from urllib.parse import unquote
+
+    lake = configured("hot_pages.threshold=3", topics=("clicks",))
+    overrides = [*config_overrides, "hot_pages.threshold=3", "analytical.vacuum_retention=0 hours"]
+    for minute in range(3):  # three backfills: three versions of gold, each with its own files
+        send(lake, *(click(f"v{minute}-{n}", "/v", f"10:0{minute}:0{n}.000") for n in range(3)))
+        pipeline.backfill(spark, lake, report=lambda line: None)
+    gold = pathlib.Path(lake.storage.root, "gold/page_clicks_5s")
+
+    def on_disk() -> set[str]:
+        return {str(path.relative_to(gold)) for path in gold.rglob("*.parquet") if "_delta_log" not in path.parts}
+
+    before = on_disk()
+    kept = json.loads(lakehouse(overrides, "maintain", "--no-vacuum", "--format", "json").stdout)
+    assert all("vacuumRetentionHours" not in row for row in kept)
+    assert on_disk() > before, "compaction writes new files and deletes none"
+
+    vacuumed = json.loads(lakehouse(overrides, "maintain", "--format", "json").stdout)
+    assert {row["vacuumRetentionHours"] for row in vacuumed} == {0}
+    newest = {unquote(path) for path in DeltaTable(str(gold)).files()}  # delta-rs reads the log itself
+    assert on_disk() == newest and len(newest) < len(before)
