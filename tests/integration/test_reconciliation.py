@@ -9,7 +9,10 @@ a watermark that already counts the first (Spark moves the watermark between bat
 
 from __future__ import annotations
 
+import csv
+import io
 import json
+from datetime import datetime, timezone
 
 import pytest
 
@@ -20,7 +23,7 @@ from analytical.tables import read_table
 from operational import hot_pages
 from shared.alerts_topic import latest_alerts
 from shared.kafka import producer_for
-from tests.helpers import click, run_lakehouse, send
+from tests.helpers import ahead_of_the_clock, click, run_lakehouse, send
 
 
 SETTINGS = ("hot_pages.threshold=3", "operational.starting_offsets=earliest")
@@ -86,7 +89,8 @@ def test_clean_traffic_every_closed_hot_window_matches_and_counts_are_equal(spar
                                ("/p1", "10:00:05"): 6, ("/p2", "10:00:05"): 4}
 
 
-def test_events_later_than_the_fast_paths_watermark_are_attributed_to_lateness(spark, both, fast_path):
+def test_events_later_than_the_fast_paths_watermark_are_attributed_to_lateness(spark, both, fast_path,
+                                                                                   config_overrides):
     feed(both, fast_path, *clicks("/p1", 1, 4), *clicks("/p2", 2, 3))
     advance(both, fast_path, 30)
     feed(both, fast_path, *clicks("/p1", 1.5, 2, prefix="late-"), *clicks("/p2", 2.5, 1, prefix="late-"))
@@ -104,6 +108,22 @@ def test_events_later_than_the_fast_paths_watermark_are_attributed_to_lateness(s
         None, 4, "late_beyond_operational_watermark")
     assert result["unexplained"] == 0 and result["consistent"] is True
     assert result["byCause"] == {"late_beyond_operational_watermark": 2}
+
+    # The same from the command line, one row per difference in CSV, and limited to a range.
+    options = [f"--set={item}" for item in (*config_overrides, *SETTINGS)]
+    as_csv = run_lakehouse("reconcile", "--format", "csv", *options)
+    assert as_csv.returncode == 0, as_csv.stderr
+    assert sorted((row["pageId"], row["windowStart"], row["operationalCount"], row["goldCount"], row["cause"])
+                  for row in csv.DictReader(io.StringIO(as_csv.stdout))) == [
+        ("/p1", "2026-11-22T10:00:00.000Z", "4", "6", "late_beyond_operational_watermark"),
+        ("/p2", "2026-11-22T10:00:00.000Z", "", "4", "late_beyond_operational_watermark")]
+    after_them = run_lakehouse("reconcile", "--format", "json", "--from", "2026-11-22T10:00:05Z",
+                               "--to", "2026-11-22T11:00:00Z", *options)
+    assert after_them.returncode == 0, after_them.stderr
+    assert (json.loads(after_them.stdout)["mismatches"], json.loads(after_them.stdout)["windowsCompared"]) == ([], 0)
+    within = reconcile(spark, both, start=datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc),
+                       end=datetime(2026, 11, 22, 10, 0, 5, tzinfo=timezone.utc))
+    assert sorted(by_window(within)) == [("/p1", "10:00:00"), ("/p2", "10:00:00")]
 
 
 def test_a_copy_beyond_the_fast_paths_dedup_horizon_is_attributed_to_duplication(spark, both, fast_path):
@@ -195,3 +215,69 @@ def test_a_window_the_stopped_fast_path_has_not_read_is_pending_with_what_closes
 
     assert (result["windowsCompared"], result["matched"], result["pending"], result["unexplained"]) == (2, 2, 0, 0), \
         json.dumps(result, indent=1)
+
+
+def test_events_silver_set_aside_are_attributed_to_the_medallion_not_processing_them(spark, configured, start_query):
+    """Four clicks from a producer whose clock runs 30 minutes ahead, on a CreateTime topic: within the
+    skew of their Kafka timestamp, so the fast path counts them, but not of their ingest time, so
+    silver quarantines them (tests allow 1 minute of skew) and gold never sees them."""
+    settings = configured(*SETTINGS, "quality.max_clock_skew=1 minute")
+    ahead = [ahead_of_the_clock(f"ahead-{n}", "/ahead") for n in range(4)]
+    for value, timestamp_ms in ahead:
+        send(settings, value, timestamp_ms=timestamp_ms)
+    fast_path = start_query(hot_pages.start, spark, settings)
+    fast_path.processAllAvailable()
+    fast_path.stop()  # stopped, and it has read every click: the windows are closed in both paths
+    backfill(spark, settings)
+
+    result = reconcile(spark, settings)
+
+    (mismatch,) = [m for m in result["mismatches"] if m["pageId"] == "/ahead"]
+    assert (mismatch["operationalCount"], mismatch["goldCount"], mismatch["cause"], mismatch["records"]) == (
+        4, 0, "not_processed_by_analytical", {"not_processed_by_analytical": 4})
+    assert result["unexplained"] == 0
+
+
+def test_events_gold_dropped_as_late_are_attributed_to_the_analytical_watermark(spark, configured, start_query):
+    """Gold's watermark (analytical.watermark, 10 minutes) has passed 10:00 when a fifth click for
+    10:00:00 reaches the medallion: silver keeps it, gold drops it. The fast path starts only then and
+    reads every click in one batch, so it counts all five."""
+    settings = configured(*SETTINGS)
+    send(settings, *clicks("/p1", 1, 4), click("tick", "/tick", "10:30:00.000"))
+    backfill(spark, settings)
+    send(settings, click("late", "/p1", _at(2, 500)))
+    backfill(spark, settings)
+    fast_path = start_query(hot_pages.start, spark, settings)
+    fast_path.processAllAvailable()
+    fast_path.stop()
+
+    result = reconcile(spark, settings)
+
+    mismatch = by_window(result)[("/p1", "10:00:00")]
+    assert (mismatch["operationalCount"], mismatch["goldCount"], mismatch["cause"], mismatch["records"]) == (
+        5, 4, "late_beyond_analytical_watermark", {"late_beyond_analytical_watermark": 1})
+    assert result["unexplained"] == 0
+
+
+def test_windows_read_in_batches_whose_log_is_purged_are_counted_outside_history(spark, both, start_query):
+    """With two batches retained, the fast path's first batches leave its checkpoint: what they read
+    can no longer be placed, so their windows are neither matched nor mismatched but outsideHistory."""
+    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "2")
+    try:
+        fast_path = start_query(hot_pages.start, spark, both)
+    finally:
+        spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
+    feed(both, fast_path, *clicks("/early", 1, 4))  # batch 0
+    for second in (30, 60, 90):
+        advance(both, fast_path, second)  # two batches each
+    feed(both, fast_path, *clicks("/late", 91, 4))  # the last batch, retained
+    fast_path.stop()  # stopped, and it has read every click: the windows are closed in both paths
+    backfill(spark, both)
+
+    result = reconcile(spark, both)
+
+    assert result["operational"]["firstBatch"] > 0, "the checkpoint still holds batch 0"
+    assert result["outsideHistory"] >= 1
+    assert [key for key in by_window(result) if key[0] == "/early"] == []
+    assert result["matched"] >= 1 and result["unexplained"] == 0
+
