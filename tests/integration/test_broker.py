@@ -4,16 +4,18 @@ This is the one place a second broker starts: it is the thing under test (the ru
 must not be stopped). Its files live in the test's own folder and it is always stopped.
 """
 
+import json
 import os
 import socket
 import subprocess
 
 import pytest
+from kafka.admin import ConfigResource, ConfigResourceType
 
 from lakehouse.services.broker import BrokerError, EmbeddedBroker
 from shared.kafka import admin_client, ensure_topics
 from tests.conftest import free_port, make_config
-from tests.helpers import run_lakehouse
+from tests.helpers import run_lakehouse, send
 from tests.processes import alive
 
 
@@ -24,11 +26,12 @@ def dead_pid() -> int:
 
 
 def test_start_twice_status_and_stop_leave_no_process(tmp_path):
-    settings = ["--set", f"broker.run_dir={tmp_path / 'kafka'}", "--set", f"kafka.bootstrap_servers=127.0.0.1:{free_port()}"]
+    settings = ["--set", f"broker.run_dir={tmp_path / 'kafka'}", "--set", f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
+                "--set", "kafka.partitions=3"]
     (tmp_path / "kafka").mkdir()
     (tmp_path / "kafka" / "broker.pid").write_text(str(dead_pid()))  # a stale pid file from a crash
     try:
-        started = run_lakehouse("kafka", "start", *settings)
+        started = run_lakehouse("kafka", "start", "--timestamp-type", "LogAppendTime", *settings)
         assert started.returncode == 0, started.stderr
         bootstrap = started.stdout.strip()
         assert bootstrap == settings[3].split("=", 1)[1]
@@ -42,6 +45,21 @@ def test_start_twice_status_and_stop_leave_no_process(tmp_path):
 
         status = run_lakehouse("kafka", "status", *settings)
         assert status.returncode == 0 and "answering" in status.stdout and str(pid) in status.stdout
+
+        # It made the configured topics (CONTRACT.md's defaults), with the partitions and timestamp type asked for.
+        config = make_config(*settings[1::2])
+        send(config, b"1", b"2", b"3")
+        listed = run_lakehouse("kafka", "topics", "--format", "json", *settings)
+        assert listed.returncode == 0, listed.stderr
+        assert json.loads(listed.stdout) == [{"topic": "hot-pages", "partitions": 3, "records": 0},
+                                             {"topic": "page-clicks", "partitions": 3, "records": 3}]
+        as_csv = run_lakehouse("kafka", "topics", "--format", "csv", *settings).stdout
+        assert as_csv.splitlines() == ["topic,partitions,records", "hot-pages,3,0", "page-clicks,3,3"]
+        as_table = run_lakehouse("kafka", "topics", *settings).stdout.splitlines()
+        assert [line.split() for line in as_table[2:]] == [["hot-pages", "3", "0"], ["page-clicks", "3", "3"]]
+        with admin_client(config.kafka) as admin:
+            configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "page-clicks")])
+        assert "LogAppendTime" in str(configs)
     finally:
         stopped = run_lakehouse("kafka", "stop", *settings)
 
@@ -92,8 +110,6 @@ def test_a_broker_that_cannot_start_reports_its_log(tmp_path):
 
 
 def test_topics_get_the_configured_partitions_and_timestamp_type(broker_overrides):
-    from kafka.admin import ConfigResource, ConfigResourceType
-
     config = make_config(*broker_overrides, "kafka.partitions=3")
     name = f"topic-{os.getpid()}-{free_port()}"
 
