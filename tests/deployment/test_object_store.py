@@ -86,3 +86,32 @@ def test_a_store_that_cannot_be_used_is_said_in_one_line_before_spark_starts(
     assert "the bucket no-such-bucket does not exist" in refusal("storage.root=s3a://no-such-bucket/x")
     assert refusal("storage.root=gs://bucket/x").startswith("error: storage.root: gs://bucket/x has the scheme gs://")
     assert not list(tmp_path.rglob("*")), "nothing written"
+
+
+def test_storage_start_status_and_stop_as_a_user_runs_them_leave_no_process(tmp_path):
+    """The store's own commands, on a port and folder of this test's: start prints the endpoint with the
+    bucket made, a second start is harmless, status says so (exit 0, exit 1 once stopped), stop ends it."""
+    import re
+
+    from tests.processes import alive
+
+    endpoint = f"http://127.0.0.1:{free_port()}"
+    settings = [f"--set=storage.s3.endpoint={endpoint}", "--set=storage.s3.path_style_access=true",
+                f"--set=object_store.run_dir={tmp_path / 's3'}", "--set=storage.root=s3a://cli-bucket/lake"]
+    environment = {**os.environ, **S3_CREDENTIALS}
+    try:
+        started = run_lakehouse("storage", "start", *settings, env=environment)
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.strip() == endpoint
+        again = run_lakehouse("storage", "start", *settings, env=environment)
+        assert again.returncode == 0 and again.stdout.strip() == endpoint and "already running" in again.stderr
+        status = run_lakehouse("storage", "status", *settings, env=environment)
+        assert status.returncode == 0, status.stdout + status.stderr
+        pid = int(re.search(r"pid (\d+)", status.stdout).group(1))
+        assert alive({pid}) and endpoint in status.stdout
+    finally:
+        stopped = run_lakehouse("storage", "stop", *settings, env=environment)
+    assert stopped.returncode == 0, stopped.stderr
+    assert not alive({pid})
+    after = run_lakehouse("storage", "status", *settings, env=environment)
+    assert after.returncode == 1, after.stdout

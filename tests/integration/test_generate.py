@@ -61,3 +61,26 @@ def test_the_shared_parsing_finds_what_the_generator_meant(spark, config, config
     # 4 s of event time from 10:00:00, all in one window: both hot pages are over 100 in it
     hot = [w for w in profile["top_windows"] if w["isHot"]]
     assert {w["pageId"] for w in hot} == {"/promo/flash-sale-1", "/promo/flash-sale-2"}
+
+
+def test_inspect_summarises_a_topic_as_the_records_sent_say(config, config_overrides):
+    """Crafted records, counted here: /a's window has 5 distinct clicks and a copy (hot over 3), /b's 2,
+    and two records the contract rejects."""
+    from shared.kafka import ensure_topics
+    from tests.helpers import click, run_lakehouse, send
+
+    ensure_topics(config.kafka, [config.kafka.topics.clicks])
+    send(config, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)), click("a0", "/a", "10:00:00.000"),
+         click("b0", "/b", "10:00:01.000"), click("b1", "/b", "10:00:06.000"),
+         b"not json", json.dumps({"pageId": "/a", "eventTime": "2026-11-22T10:00:01Z"}).encode())
+
+    shown = run_lakehouse("inspect", "--format", "json", "--set=hot_pages.threshold=3",
+                          *(f"--set={item}" for item in config_overrides))
+
+    assert shown.returncode == 0, shown.stderr
+    profile = json.loads(shown.stdout)
+    assert (profile["records"], profile["valid"], profile["invalid"], profile["distinct_events"]) == (10, 8, 2, 7)
+    assert profile["invalid_by_reason"] == {"missing_event_id": 1, "not_json": 1}
+    assert (profile["windows"], profile["hot_windows"]) == (3, 1)
+    assert [(w["pageId"], w["clickCount"], w["isHot"]) for w in profile["top_windows"]] == [
+        ("/a", 5, True), ("/b", 1, False), ("/b", 1, False)]
