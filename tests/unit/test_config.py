@@ -1,5 +1,6 @@
 """Config: layering, typed overrides, secrets from the environment, errors that name the key."""
 
+import types
 from datetime import timedelta
 from pathlib import Path
 
@@ -240,3 +241,40 @@ def test_tls_without_sasl_gives_every_client_tls_and_the_ca_and_no_credentials(t
     rendered = {**client_settings(kafka), **spark, **producer_settings(kafka)}
     assert [key for key in rendered if "sasl" in key.lower()] == []
 
+
+
+def _constrained_keys(model=None, prefix: str = ""):
+    """(dotted key, a value outside its declared constraint) for every key of the configuration model
+    that constrains its value: a choice, a bound, a length, a pattern or a duration."""
+    import typing
+
+    import annotated_types
+    from pydantic import BaseModel
+
+    from shared.config import Config
+
+    for name, field in (model or Config).model_fields.items():
+        key, choices = prefix + name, [a for a in typing.get_args(field.annotation) if a is not type(None)]
+        inner = choices if typing.get_origin(field.annotation) in (typing.Union, types.UnionType) else [field.annotation]
+        if len(inner) == 1 and isinstance(inner[0], type) and issubclass(inner[0], BaseModel):
+            yield from _constrained_keys(inner[0], key + ".")
+            continue
+        if any(typing.get_origin(kind) is typing.Literal for kind in inner):
+            yield key, "no-such-choice"
+        elif timedelta in inner:
+            yield key, "soon"
+        for constraint in field.metadata:
+            bad = {annotated_types.Ge: lambda c: c.ge - 1, annotated_types.Gt: lambda c: c.gt,
+                   annotated_types.Le: lambda c: c.le + 1, annotated_types.Lt: lambda c: c.lt,
+                   annotated_types.MinLen: lambda c: ""}.get(type(constraint))
+            if bad is not None:
+                yield key, str(bad(constraint))
+            elif getattr(constraint, "pattern", None):
+                yield key, "!not valid!"
+
+
+@pytest.mark.parametrize(("key", "value"), sorted(set(_constrained_keys())))
+def test_every_constrained_key_refuses_a_value_outside_its_constraint_naming_the_key(key, value):
+    with pytest.raises(ConfigError) as error:
+        load_config(overrides=[f"{key}={value}"])
+    assert key in str(error.value)
