@@ -246,3 +246,30 @@ def test_maintain_vacuums_the_files_no_retained_version_needs_and_no_vacuum_keep
     assert {row["vacuumRetentionHours"] for row in vacuumed} == {0}
     newest = {unquote(path) for path in DeltaTable(str(gold)).files()}  # delta-rs reads the log itself
     assert on_disk() == newest and len(newest) < len(before)
+
+
+def test_a_query_that_fails_at_every_restart_gives_up_after_max_restarts_with_exit_2(spark, configured,
+                                                                                       config_overrides):
+    """Records bronze has not read are deleted from the topic (retention did it, say): with
+    fail_on_data_loss, each restart of bronze fails the same way, and after max_restarts the command
+    exits 2 with the query's error as its last line."""
+    from kafka import TopicPartition
+
+    from shared.kafka import admin_client, topic_offsets
+
+    lake = configured("hot_pages.threshold=3", topics=("clicks",))
+    send(lake, *(click(f"x{n}", "/x", f"10:00:0{n}.000") for n in range(3)))
+    pipeline.backfill(spark, lake, report=lambda line: None)
+    send(lake, *(click(f"y{n}", "/x", f"10:01:0{n}.000") for n in range(3)))
+    ends = {partition: latest for partition, (_, latest) in topic_offsets(lake.kafka, lake.kafka.topics.clicks).items()}
+    with admin_client(lake.kafka) as admin:
+        admin.delete_records({TopicPartition(lake.kafka.topics.clicks, p): end for p, end in ends.items()})
+    send(lake, *(click(f"z{n}", "/x", f"10:02:0{n}.000") for n in range(3)))
+
+    result = run_lakehouse("analytical", "--available-now", *(f"--set={item}" for item in (
+        *config_overrides, "analytical.fail_on_data_loss=true", "analytical.max_restarts=2",
+        "analytical.restart_backoff_s=0.1")), timeout=300)
+
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "restart 1/2" in result.stderr and "restart 2/2" in result.stderr and "restart 3/2" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith("error: the bronze_clicks query failed: ")
