@@ -192,19 +192,46 @@ def test_closed_hours_sum_their_5_second_windows(spark, lake):
     assert_df_equality(hours, summed, ignore_row_order=True, ignore_nullable=True)
 
 
-def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gold_tables_included(spark, lake):
+def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gold_tables_included(spark, lake,
+                                                                                                   monkeypatch):
     send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)), click("z", "/z", "10:00:09.000"))
     backfill(spark, lake)
     send(lake, *(click(f"b{n}", "/b", f"10:20:0{n}.000") for n in range(2)), click("a0", "/a", "10:00:00.000"),
          click("late", "/a", "10:15:01.000"), click("h", "/b", "11:31:00.000"), b"{}")
     backfill(spark, lake)
+    # What the clicks sent say: a0's copy is one event; nothing is behind gold's watermark (10 minutes).
+    events = {"a0", "a1", "a2", "a3", "a4", "z", "b0", "b1", "late", "h"}
+    windows = {("/a", "10:00:00"): 5, ("/z", "10:00:05"): 1, ("/b", "10:20:00"): 2, ("/a", "10:15:00"): 1,
+               ("/b", "11:31:00"): 1}
+    quarantined = [(b"{}", "missing_event_id")]
+
+    def silver_and_quarantine() -> tuple[set[str], list[tuple[bytes, str]]]:
+        return ({row.eventId for row in table(spark, lake, SILVER_CLICKS).collect()},
+                [(bytes(row.value), row.invalidReason) for row in table(spark, lake, SILVER_QUARANTINE).collect()])
+
+    assert (silver_and_quarantine(), gold_counts(spark, lake)) == ((events, quarantined), windows)
     built = {name: table(spark, lake, name) for name in (GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)}
     built = {name: spark.createDataFrame(frame.collect(), frame.schema) for name, frame in built.items()}
     gold_version = versions(spark, lake)[GOLD_PAGE_CLICKS_5S]
 
+    # Interrupted once silver is published and gold's checkpoints are gone, then run again, as its
+    # docstring says to.
+    build = pipeline.backfill
+
+    def interrupted_at_gold(spark_, config, report, streams, **options):
+        if any(stream.layer == "gold" for stream in streams):
+            raise RuntimeError("interrupted while gold is built")
+        return build(spark_, config, report, streams, **options)
+
+    monkeypatch.setattr(pipeline, "backfill", interrupted_at_gold)
+    with pytest.raises(RuntimeError, match="interrupted while gold is built"):
+        pipeline.rebuild(spark, lake, lambda line: None, WITH_EXAMPLE)
+    monkeypatch.setattr(pipeline, "backfill", build)
+    assert silver_and_quarantine() == (events, quarantined)
     # The registry with one more gold table: the rebuild builds it from bronze with the others.
     pipeline.rebuild(spark, lake, lambda line: None, WITH_EXAMPLE)
 
+    assert (silver_and_quarantine(), gold_counts(spark, lake)) == ((events, quarantined), windows)
     for name, before in built.items():
         assert_df_equality(table(spark, lake, name), before, ignore_row_order=True, ignore_nullable=True)
     from delta.tables import DeltaTable
