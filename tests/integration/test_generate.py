@@ -5,11 +5,14 @@ the shared parsing finds exactly the malformed records the generator meant, by r
 """
 
 import json
+from collections import Counter
 
 from lakehouse.cli import main
 from shared.kafka import topic_offsets
 from lakehouse.topic_profile import profile_topic, read_topic
 from tests.conftest import make_config
+from tests.contract_oracle import Bounds, expected_reason
+from tests.topics import read_to_end
 
 
 START = "2026-11-22T10:00:00Z"
@@ -53,8 +56,16 @@ def test_the_shared_parsing_finds_what_the_generator_meant(spark, config, config
 
     profile = profile_topic(spark, make_config(*config_overrides, "hot_pages.threshold=100"), config.kafka.topics.clicks)
 
-    assert profile["records"] == 4000
-    assert profile["invalid_by_reason"] == summary["malformed_by_reason"]
+    # The contract's reading of each record on the topic (tests/contract_oracle.py), the generator's
+    # intent and the shared parsing agree.
+    settings = make_config(*config_overrides)
+    bounds = Bounds(int(settings.quality.earliest_event_time.timestamp() * 1_000_000),
+                    int(settings.quality.max_clock_skew.total_seconds() * 1_000_000))
+    read_back = read_to_end(config.kafka, config.kafka.topics.clicks)
+    by_contract = Counter(reason for record in read_back
+                          if (reason := expected_reason(record.value, record.timestamp_ms * 1000, bounds)))
+    assert profile["records"] == len(read_back) == 4000
+    assert profile["invalid_by_reason"] == dict(by_contract) == summary["malformed_by_reason"]
     assert profile["valid"] == 4000 - summary["by_kind"]["malformed"]
     # every duplicate repeats an event already counted
     assert profile["distinct_events"] == profile["valid"] - summary["by_kind"]["duplicate"]
