@@ -1,0 +1,77 @@
+"""Every `lakehouse bench` command as an operator runs it, on small loads: one JSON object on stdout,
+with what the command promises (CONTRACT.md, "Commands"; the figures' meaning in the measurement
+READMEs). The loads are far below this machine's capacity, so the checks are on what cannot depend
+on its speed: every event offered was delivered and read, no hot window went without its alert, a
+kill was followed by an alert, and a backfill's bronze read every event the benchmark generated.
+They run with the deployment suite, which CI runs: together they take minutes, more than `make test`
+can spare."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers import run_lakehouse
+
+#: Small, and well below what the generator and both paths sustain here; the threshold such that
+#: each hot page crosses it in every window.
+LOAD = ["--rate", "2000", "--hot-pages", "1"]
+THRESHOLD = "--set=hot_pages.threshold=400"
+
+
+def bench(config_overrides, *args: str, timeout: float = 600) -> dict:
+    result = run_lakehouse("bench", *args, THRESHOLD, *(f"--set={item}" for item in config_overrides), timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout)
+
+
+def test_bench_latency_reports_each_configuration_it_ran_and_misses_no_window(config_overrides):
+    report = bench(config_overrides, "latency", *LOAD, "--seconds", "15", "--configs", "tuned")
+
+    (name, run), = report["configs"].items()
+    assert name == "tuned" and run["valid"] is True and run["offered_rate"] == 2000
+    assert run["missed_windows"] == 0 and run["alerts"] >= 2  # 15 s of one hot page: at least two whole windows
+    assert 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
+
+
+def test_bench_capacity_finds_a_rate_whose_p99_meets_the_sla(config_overrides):
+    report = bench(config_overrides, "capacity", "--configs", "tuned", "--start-rate", "1500", "--min-windows", "2",
+                   "--max-runs", "2", "--sla-ms", "10000", timeout=900)
+
+    tuned = report["configs"]["tuned"]
+    assert report["sla_ms"] == 10000 and 1 <= len(tuned["tried"]) <= 2
+    assert tuned["tried"][0]["meets_sla"] is True and tuned["capacity_rate"] >= 1400  # a 10-s SLA at 1,500/s
+
+
+def test_bench_recovery_restarts_after_a_kill_and_misses_no_window(config_overrides):
+    report = bench(config_overrides, "recovery", *LOAD, "--seconds", "40", "--kill-after", "15", "--configs", "tuned")
+
+    assert report["valid"] is True and report["missed_windows"] == 0
+    assert report["first_alert_after_restart_s"] is not None and report["first_alert_after_restart_s"] > 0
+
+
+def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
+    report = bench(config_overrides, "throughput", "--rates", "1000,2000", "--seconds", "20", "--hot-pages", "1")
+
+    assert [step["offered_rate"] for step in report["steps"]] == [1000, 2000]
+    assert all(step["valid"] and step["sustained"] for step in report["steps"])
+    assert report["max_sustained_rate"] == report["steps"][-1]["delivered_rate"]
+
+
+def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):
+    report = bench(config_overrides, "memory", *LOAD, "--seconds", "30", "--configs", "tuned")
+
+    assert report["config"] == "tuned" and report["valid"] is True
+    assert report["samples"] and all(sample["jvm_rss_mb"] for sample in report["samples"][1:])
+    assert report["jvm_rss_mb"]["second_half"]["max"] > 100  # a Spark driver's JVM
+
+
+def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
+    report = bench(config_overrides, "backfill", "--events", "500", "--history", "2", "--span", "60", timeout=900)
+
+    def bronze_rows(run: dict) -> int:
+        return next(layer["rows"] for layer in run["layers"] if layer["query"] == "bronze_clicks")
+
+    # 1x: one block of history, then one more; 2x: two blocks, then one more (500 events each)
+    assert [bronze_rows(report[label][run]) for label in ("1x", "2x")
+            for run in ("history_backfill", "incremental_backfill")] == [500, 500, 1000, 500]
+    assert report["summary"]["kafka_to_gold_events_per_s"] > 0
