@@ -207,7 +207,7 @@ def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gol
 
     def silver_and_quarantine() -> tuple[set[str], list[tuple[bytes, str]]]:
         return ({row.eventId for row in table(spark, lake, SILVER_CLICKS).collect()},
-                [(bytes(row.value), row.invalidReason) for row in table(spark, lake, SILVER_QUARANTINE).collect()])
+                [(bytes(row.value), row.reason) for row in table(spark, lake, SILVER_QUARANTINE).collect()])
 
     assert (silver_and_quarantine(), gold_counts(spark, lake)) == ((events, quarantined), windows)
     built = {name: table(spark, lake, name) for name in (GOLD_PAGE_CLICKS_5S, GOLD_PAGE_CLICKS_HOURLY)}

@@ -259,14 +259,12 @@ def test_events_gold_dropped_as_late_are_attributed_to_the_analytical_watermark(
     assert result["unexplained"] == 0
 
 
-def test_windows_read_in_batches_whose_log_is_purged_are_counted_outside_history(spark, both, start_query):
-    """With two batches retained, the fast path's first batches leave its checkpoint: what they read
-    can no longer be placed, so their windows are neither matched nor mismatched but outsideHistory."""
-    spark.conf.set("spark.sql.streaming.minBatchesToRetain", "2")
-    try:
-        fast_path = start_query(hot_pages.start, spark, both)
-    finally:
-        spark.conf.unset("spark.sql.streaming.minBatchesToRetain")
+def test_windows_read_in_batches_whose_log_is_purged_are_counted_outside_history(spark, configured, start_query):
+    """With two batches retained (operational.batches_to_retain), the fast path's first batches leave
+    its checkpoint: what they read can no longer be placed, so their windows are neither matched nor
+    mismatched but outsideHistory."""
+    both = configured(*SETTINGS, "operational.batches_to_retain=2")
+    fast_path = start_query(hot_pages.start, spark, both)
     feed(both, fast_path, *clicks("/early", 1, 4))  # batch 0
     for second in (30, 60, 90):
         advance(both, fast_path, second)  # two batches each
