@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -57,15 +57,19 @@ def rarely(one_in: int):
 
 @st.composite
 def event_times(draw) -> str:
-    """ISO-8601 times near BASE, a third of them wrong in one part: the year (far past or future),
+    """ISO-8601 times near BASE, in one of several zones (the text is that zone's clock: the instant
+    stays near BASE), a third of them wrong in one part: the year (far past or future),
     month, day, hour or second out of range, a fraction of 10 digits, a bad or odd zone, a final
     line feed or space."""
     micros = BASE_MICROS + draw(st.integers(-3 * HOUR_MICROS // 2, 3 * HOUR_MICROS // 2))
-    at = datetime.fromtimestamp(micros / 1_000_000, timezone.utc)
+    zone = draw(st.sampled_from(["Z", "+00:00", "-00:00", "+01:00", "-05:30", "+18:00"]))
+    sign = -1 if zone[0] == "-" else 1
+    offset = timedelta(0) if zone == "Z" else sign * timedelta(hours=int(zone[1:3]), minutes=int(zone[4:6]))
+    at = datetime.fromtimestamp(micros / 1_000_000, timezone.utc) + offset  # the instant, as that zone's clock reads it
     parts = {"year": f"{at.year:04d}", "month": f"{at.month:02d}", "day": f"{at.day:02d}", "hour": f"{at.hour:02d}",
              "second": f"{at.second:02d}", "fraction": draw(st.sampled_from(["", f".{at.microsecond // 1000:03d}",
                                                                               ".5", ".123456789"])),
-             "zone": draw(st.sampled_from(["Z", "+00:00", "-00:00", "+01:00", "-05:30", "+18:00"])), "end": ""}
+             "zone": zone, "end": ""}
     if draw(rarely(3)):
         broken = draw(st.sampled_from(sorted(parts)))
         parts[broken] = draw(st.sampled_from({
