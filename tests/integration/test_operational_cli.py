@@ -51,7 +51,7 @@ def test_operational_for_some_seconds_ends_on_its_own_having_alerted(config, con
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     send(config, *(click(f"s{n}", "/seconds", "10:00:01.000") for n in range(3)))
 
-    ended = run_lakehouse("operational", "--seconds", "40", *settings, timeout=240)
+    ended = run_lakehouse("operational", "--seconds", "30", *settings, timeout=240)
 
     assert ended.returncode == 0, ended.stderr[-3000:]
     assert [(r["pageId"], r["clickCount"]) for r in alert_records(config)] == [("/seconds", 3)]
