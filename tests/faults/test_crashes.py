@@ -197,8 +197,16 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
         # committed watermark closes windows there.
         wait_for(lambda: fast_path_caught_up(settings) or run.poll() is not None, 180,
                  f"the fast path of {log.name} to read every click", every_s=0.5)
-        caught_up_at = fast_path_batches(settings)
-        wait_for(lambda: fast_path_batches(settings) >= caught_up_at + 2 or run.poll() is not None, 180,
+        caught_up_at: list[float] = []  # the first count /metrics gives: a failed scrape is no baseline
+
+        def two_more_batch_ends() -> bool:
+            ended = fast_path_batches(settings)
+            if ended is None:
+                return False
+            caught_up_at[:] = caught_up_at or [ended]
+            return ended >= caught_up_at[0] + 2
+
+        wait_for(lambda: two_more_batch_ends() or run.poll() is not None, 180,
                  f"two batch ends of {log.name}'s fast path after it caught up", every_s=0.5)
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=180) == 0
@@ -230,11 +238,11 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
           f"{alert_records_per_window(config)}; reconcile {summary}")
 
 
-def fast_path_batches(settings) -> float:
-    """How many batches the running fast path has ended (its /metrics), 0 when it does not say. Not its
-    progress timestamp: in real-time mode that follows the running batch's polls."""
-    return next((row.get("batchesEnded", 0) for row in running_queries(settings.metrics, ["operational"])
-                 if row["query"] == hot_pages.STREAM.name), 0)
+def fast_path_batches(settings) -> float | None:
+    """How many batches the running fast path has ended (its /metrics), None when it does not say. Not
+    its progress timestamp: in real-time mode that follows the running batch's polls."""
+    return next((row.get("batchesEnded") for row in running_queries(settings.metrics, ["operational"])
+                 if row["query"] == hot_pages.STREAM.name), None)
 
 
 def fast_path_caught_up(settings) -> bool:
