@@ -61,14 +61,28 @@ def child_jvms(pid: int) -> list[int]:
     return [process.pid for process in processes() if process.parent == pid and process.name == "java"]
 
 
+def children_running(pid: int, words: str) -> list[int]:
+    """The processes `pid` started itself whose command line holds `words`, e.g. `run`'s fast path:
+    children_running(run.pid, "lakehouse.cli operational")."""
+    return [process.pid for process in processes() if process.parent == pid and words in command_line(process.pid)]
+
+
+def command_line(pid: int) -> str:
+    """Its command line, its arguments joined by spaces ("" once it has ended)."""
+    try:
+        return (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
 def command_lines_in(folder: str) -> list[str]:
     """The command lines of live processes that run in `folder` or name it (a cluster's daemons and
     their executors)."""
     found = []
     for process in processes():
         proc = Path("/proc") / str(process.pid)
+        command = command_line(process.pid)
         try:
-            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
             cwd = os.readlink(proc / "cwd")
         except OSError:
             continue

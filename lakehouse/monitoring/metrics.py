@@ -47,6 +47,10 @@ BATCH_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 LatestOffsets = Callable[[Iterable[str]], Offsets | None]
 #: This JVM's Kafka consumers by topic (lakehouse.monitoring.live_consumers.consumer_readings bound to a session).
 LiveReadings = Callable[[], Mapping[str, ConsumerReading]]
+#: How long a scrape waits for the JVM's consumer metrics. A JVM that does not answer (frozen, in a
+#: long GC pause) must not hold the scrape past Prometheus' timeout, which would read as the process
+#: being down; without the reading the lag is the broker's offsets minus the last batch's, and grows.
+LIVE_READING_WITHIN_S = 0.5
 #: The Unix time of the newest record on a topic, or None (empty, or the broker does not answer).
 NewestRecordTime = Callable[[str], float | None]
 
@@ -103,6 +107,7 @@ class QueryMetrics(Collector):
         self._live = live
         self._newest_record_time = newest_record_time
         self._live_counted: dict[str, dict[int, int]] = {}  # query -> batch id -> its rows counted live
+        self._live_waiting = False  # a reading still waits for the JVM: no second one is sent after it
         self._alerts_baseline: dict[str, int] = {}  # alerting query -> its topic's records when it started
         self._alerts_counted: dict[str, int] = {}  # alerting query -> records counted on its topic since
         self._lock = threading.Lock()
@@ -276,10 +281,29 @@ class QueryMetrics(Collector):
         yield last_alert
 
     def _consumer_readings(self) -> Mapping[str, ConsumerReading]:
-        try:
-            return self._live() if self._live else {}
-        except Exception:  # a scrape must answer: the batch reports still count
+        """The live readings, or none when the JVM does not answer within LIVE_READING_WITHIN_S or
+        fails: a scrape must answer, and the batch reports still count."""
+        if not self._live:
             return {}
+        with self._lock:
+            if self._live_waiting:
+                return {}
+            self._live_waiting = True
+        answer: dict[str, ConsumerReading] = {}
+        done = threading.Event()
+
+        def read() -> None:
+            try:
+                answer.update(self._live())
+            except Exception:
+                pass
+            finally:
+                with self._lock:
+                    self._live_waiting = False
+                done.set()
+
+        threading.Thread(target=read, name="live-consumer-reading", daemon=True).start()
+        return dict(answer) if done.wait(LIVE_READING_WITHIN_S) else {}
 
     def _count_running_batch(self, query: str, read: int) -> None:
         """The running batch's reads so far advance the input rows counter; its report later adds

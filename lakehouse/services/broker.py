@@ -5,10 +5,10 @@ For local runs, the demo and the tests: a real broker from the Maven-resolved ja
 under `broker.run_dir`. The storage is formatted on the first start; later starts reuse it, so
 topics and offsets survive a restart.
 
-It speaks what the clients are configured for (`kafka.security.protocol`): PLAINTEXT, or SASL_SSL as
-production brokers do, with TLS from a certificate authority made at its first secured start
-(`<run_dir>/tls/ca.pem`, which clients trust through `kafka.security.ssl_cafile`) and SCRAM users.
-The client user (`kafka.security.sasl_username`, its password from the environment) is created or
+It speaks what the clients are configured for (`kafka.security.protocol`): PLAINTEXT; SSL, TLS
+from a certificate authority made at its first secured start (`<run_dir>/tls/ca.pem`, which clients
+trust through `kafka.security.ssl_cafile`); or SASL_SSL as production brokers do, that TLS and SCRAM
+users. The client user (`kafka.security.sasl_username`, its password from the environment) is created or
 given its current password at every start; the broker's own user, for its listener's inter-broker
 side, has a password made at format time that only the broker's files (mode 0600) hold.
 """
@@ -37,7 +37,7 @@ _JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=
 #: The broker's own SCRAM user (its listener's inter-broker side); never a client's.
 BROKER_USER = "lakehouse-broker"
 #: What the embedded broker speaks (kafka.security.protocol).
-PROTOCOLS = ("PLAINTEXT", "SASL_SSL")
+PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_SSL")
 _SCRAM = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 
 
@@ -132,15 +132,20 @@ class EmbeddedBroker:
     # -- security ---------------------------------------------------------------------------
 
     @property
-    def secured(self) -> bool:
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def sasl(self) -> bool:
+        """Clients log in as SCRAM users, and the broker's listener as its own user."""
         return self.protocol == "SASL_SSL"
 
     def _check_security(self) -> None:
         security = self.kafka.security
         if self.protocol not in PROTOCOLS:
-            raise ConfigError(f"kafka.security.protocol: the embedded broker speaks {' or '.join(PROTOCOLS)}, "
+            raise ConfigError(f"kafka.security.protocol: the embedded broker speaks {', '.join(PROTOCOLS)}, "
                               f"not {self.protocol}")
-        if self.secured and security.sasl_mechanism not in _SCRAM:
+        if self.sasl and security.sasl_mechanism not in _SCRAM:
             raise ConfigError(f"kafka.security.sasl_mechanism: the embedded broker's users are SCRAM users "
                               f"({' or '.join(_SCRAM)}), not {security.sasl_mechanism}")
         formatted = self._formatted_protocol()
@@ -165,18 +170,20 @@ class EmbeddedBroker:
         return path.read_text().strip()
 
     def as_broker_user(self) -> KafkaConfig:
-        """Client settings that log in as the broker's own user (readiness, user management)."""
-        if not self.secured:
+        """Client settings that log in as the broker's own user (readiness, user management), trusting
+        its certificate authority."""
+        if not self.tls:
             return self.kafka
         authority = authority_in(self.tls_dir, [self.host])
-        security = self.kafka.security.model_copy(update={
-            "sasl_username": BROKER_USER, "sasl_password": SecretStr(self._broker_password()),
-            "ssl_cafile": authority.ca})
+        own = {"sasl_username": BROKER_USER, "sasl_password": SecretStr(self._broker_password())} if self.sasl else {}
+        security = self.kafka.security.model_copy(update={**own, "ssl_cafile": authority.ca})
         return self.kafka.model_copy(update={"security": security})
 
     def _upsert_client_user(self) -> None:
         """Create the client user, or set its password to the current one (from the environment)."""
-        if not self.secured:
+        if not self.sasl:
+            if self.tls:
+                self._log(f"TLS without client login; clients trust {self.tls_dir / 'ca.pem'}")
             return
         from shared.kafka import set_scram_password
 
@@ -220,13 +227,13 @@ class EmbeddedBroker:
             "--config",
             str(self.properties),
         ]
-        if self.secured:  # the broker's own user must exist before its listener can log in to itself
+        if self.sasl:  # the broker's own user must exist before its listener can log in to itself
             mechanism = self.kafka.security.sasl_mechanism
             command += ["--add-scram", f"{mechanism}=[name={BROKER_USER},password={self._broker_password()}]"]
         result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
         if result.returncode != 0:
             output = result.stdout + result.stderr
-            if self.secured:  # the tool may echo its arguments
+            if self.sasl:  # the tool may echo its arguments
                 output = output.replace(self._broker_password(), "***")
             raise BrokerError("formatting the broker storage failed:\n" + _tail(output.splitlines()))
         (self.run_dir / "protocol").write_text(self.protocol + "\n")
@@ -267,21 +274,27 @@ class EmbeddedBroker:
             "log.retention.hours": "168",
             "log.segment.bytes": str(256 * 1024 * 1024),
         }
-        if self.secured:
-            settings |= self._secured_listener_settings()
+        if self.tls:
+            settings |= self._tls_settings()
+        if self.sasl:
+            settings |= self._sasl_settings()
         text = "# Written by `lakehouse kafka start` from the project config; edits are overwritten.\n"
         write_private(self.properties, (text + "".join(f"{k}={v}\n" for k, v in settings.items())).encode())
 
-    def _secured_listener_settings(self) -> dict[str, str]:
+    def _sasl_settings(self) -> dict[str, str]:
         from shared.kafka_settings import jaas_config
 
-        authority = authority_in(self.tls_dir, [self.host])
         mechanism = self.kafka.security.sasl_mechanism
         return {
             "sasl.enabled.mechanisms": mechanism,
             "sasl.mechanism.inter.broker.protocol": mechanism,
             f"listener.name.sasl_ssl.{mechanism.lower()}.sasl.jaas.config":
                 jaas_config(mechanism, BROKER_USER, self._broker_password()),
+        }
+
+    def _tls_settings(self) -> dict[str, str]:
+        authority = authority_in(self.tls_dir, [self.host])
+        return {
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(authority.server),
             "ssl.truststore.type": "PEM",

@@ -4,9 +4,11 @@ in a shell's words, with `lakehouse` from the virtualenv and the configuration a
 
 The walk starts and stops a broker of its own: `kafka start` and `kafka stop` are steps of it. Its
 long-running steps (`run`, `alerts --follow`) run in process groups of their own and end with Ctrl-C
-(SIGINT to the group), as in a terminal. What the walk promises is checked against the traffic that
-`generate` reports it sent: the hot pages it made are the pages alerted, the top pages, and the
-pages with a hot window in every full window of the traffic.
+(SIGINT to the group), as in a terminal. What the walk promises is checked against the truth of the
+clicks topic, read back to its end offsets and computed here under the contract (tests/truth.py), not
+against what `generate` says it sent: every window's highest alert record is the one its distinct
+clicks call for, the hot pages are the pages alerted and the top pages, gold's hot windows per page
+are the truth's, and `reconcile` compares exactly the truth's hot windows and matches them all.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ from pathlib import Path
 import yaml
 
 from shared import PROJECT_ROOT
+from shared.config import load_config
 from tests.conftest import free_port
 from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
+from tests.topics import read_to_end
+from tests.truth import Truth, assert_alerts_as_the_oracle_says
 
 
 SECTION = "## Your first run, step by step"
-WINDOW_S = 5
 
 
 def walk() -> list[list[str]]:
@@ -93,9 +97,10 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
     }))
     env = {**os.environ, "LAKEHOUSE_CONFIG": str(profile), "LAKEHOUSE_PROGRESS": "plain",
            "PATH": f"{Path(LAKEHOUSE).parent}{os.pathsep}{os.environ['PATH']}"}
+    user = load_config(profile)  # what the walk's commands read: the embedded default and this profile
     background: dict[str, Running] = {}
     outputs: list[str] = []
-    sent: dict = {}
+    truth: dict = {}  # "hot": {(pageId, window start micros): distinct clicks}, "clicks": {pageId: distinct clicks}
 
     def alerted_pages() -> set[str]:
         # `alerts --follow` prints `windowStart  pageId  clickCount` per alert record
@@ -118,27 +123,38 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                 assert "--follow" in words
                 background["alerts"] = Running(words, env)
             elif command == ["generate"]:
-                said = dict(line.split(None, 1) for line in finish(words).replace("hot pages", "hot_pages").splitlines())
-                sent = {"hot_pages": said["hot_pages"].split(", "),
-                        "seconds": float(words[words.index("--seconds") + 1])}
-                assert said["hot_pages"] != "none", "generate's defaults make hot pages"
-                wait_for(lambda: alerted_pages() >= set(sent["hot_pages"]), 120,
-                         f"an alert for each hot page {sent['hot_pages']}", every_s=0.5)
+                finish(words)
+                clicks = Truth.of(read_to_end(user.kafka, user.kafka.topics.clicks))
+                truth["hot"] = clicks.hot(user.hot_pages.threshold)
+                truth["clicks"] = {}
+                for (page, _), count in clicks.windows.items():
+                    truth["clicks"][page] = truth["clicks"].get(page, 0) + count
+                hot_pages = {page for page, _ in truth["hot"]}
+                assert hot_pages, "generate's defaults make hot pages"
+                wait_for(lambda: alerted_pages() >= hot_pages, 120, f"an alert for each hot page {hot_pages}",
+                         every_s=0.5)
+                assert_alerts_as_the_oracle_says(user.kafka, user.kafka.topics.alerts, clicks,
+                                                 user.hot_pages.threshold, user.operational.mode == "real-time",
+                                                 timeout_s=60)
                 for name in ("alerts", "run"):  # "Stop `run` and `alerts` with Ctrl-C"
                     assert background[name].ctrl_c(timeout_s=120) == 0, background[name].output()[-3000:]
                     outputs.append(background[name].output())
-                assert alerted_pages() == set(sent["hot_pages"]), "only the hot pages alert"
+                assert alerted_pages() == hot_pages, "`alerts --follow` showed the hot pages' alerts, no other"
             elif command == ["query"]:
                 top = [row["pageId"] for row in table_rows(finish(words))]
-                assert set(top[:len(sent["hot_pages"])]) == set(sent["hot_pages"]), top
+                by_clicks = sorted(truth["clicks"], key=lambda page: (-truth["clicks"][page], page))
+                assert top == by_clicks[:len(top)], (top, by_clicks[:len(top)])
+                assert set(top[:len({page for page, _ in truth["hot"]})]) == {page for page, _ in truth["hot"]}
             elif command == ["sql"]:
                 hot_windows = {row["pageId"]: int(row["hotWindows"]) for row in table_rows(finish(words))}
-                full_windows = int(sent["seconds"] // WINDOW_S)  # its event time starts on a window's start
-                assert hot_windows == {page: full_windows for page in sent["hot_pages"]}
+                expected: dict[str, int] = {}
+                for page, _ in truth["hot"]:
+                    expected[page] = expected.get(page, 0) + 1
+                assert hot_windows == expected
             elif command == ["reconcile"]:  # after a clean stop and the backfill, every hot window is compared
                 verdict = finish(words).splitlines()[0]
-                hot_windows_sent = len(sent["hot_pages"]) * int(sent["seconds"] // WINDOW_S)
-                assert verdict.startswith(f"windows compared {hot_windows_sent}, matched {hot_windows_sent}, "
+                hot = len(truth["hot"])
+                assert verdict.startswith(f"windows compared {hot}, matched {hot}, "
                                           "pending 0, mismatches 0, unexplained 0"), \
                     f"{verdict}\n`run` said:\n" + "\n".join(line for line in background['run'].output().splitlines()
                                                      if not line.startswith("\tat "))[-6000:]
@@ -146,7 +162,7 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                 finish(words)
             else:
                 raise AssertionError(f"README's walk has a step this test does not know: {shlex.join(words)}")
-        assert sent and "run" in background, "the walk sends traffic while `run` runs"
+        assert truth and "run" in background, "the walk sends traffic while `run` runs"
         status = subprocess.run([LAKEHOUSE, "kafka", "status"], env=env, capture_output=True, text=True, timeout=60)
         assert status.returncode == 1, "`kafka stop` stopped the walk's broker"
     finally:

@@ -1,7 +1,8 @@
-"""A real Prometheus (Debian's package) scrapes a running `lakehouse run` with the shipped scrape
-configuration and rules (time compressed, tests.prometheus_rules): every series is there with values
-that fit the traffic sent; freezing the fast path's JVM fires "lag growing" (and not "query down":
-its process still answers), and stopping `run` fires "query down" for both paths.
+"""A real Prometheus (Debian's package) scrapes a running `lakehouse run`, its fast path in the shipped
+real-time mode, with the shipped scrape configuration and rules (time compressed,
+tests.prometheus_rules): every series is there with values that fit the traffic sent; freezing the
+fast path's JVM fires "lag growing" (and not "query down": its Python process still answers, without
+the JVM's live readings), and stopping `run` fires "query down" for both paths.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
 from lakehouse.services import prometheus
 from tests.helpers import LAKEHOUSE, wait_for
-from tests.processes import child_jvms
+from shared.runtime import FAST_PATH
+from tests.processes import child_jvms, children_running
 from tests.prometheus_rules import compressed
 
 
@@ -53,9 +55,11 @@ def scrape_configuration(tmp_path: Path, config) -> Path:
 
 
 def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools, config, config_overrides, tmp_path):
+    FAST_PATH.require()  # real-time mode runs in the fast path's runtime (`make setup` installs it)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     settings = [f"--set={item}" for item in (
         *config_overrides, "hot_pages.threshold=20", "operational.starting_offsets=earliest",
+        "operational.mode=real-time", "operational.checkpoint_interval=10 seconds",
         "analytical.niceness=0", "analytical.triggers.bronze=1 second", "analytical.triggers.silver=2 seconds",
         "analytical.triggers.gold=2 seconds")]
     server = prometheus.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
@@ -83,21 +87,23 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
             return {(found["labels"].get("path", ""), found["labels"].get("query", "")) for found in server.alerts()
                     if found["labels"]["alertname"] == alert and found["state"] == "firing"}
 
-        # Both processes serve, every query is up and has read clicks.
+        # Both processes serve, every query is up and has read clicks, the fast path's real-time batch
+        # has ended twice (a batch report each checkpoint interval).
         every_query = set(OPERATIONAL + ANALYTICAL)
         wait_for(lambda: running() and set(value("lakehouse_query_up == 1")) == every_query
                  and set(value("lakehouse_input_rows_total > 0")) >= {"hot_pages", "bronze_clicks", "silver_clicks"}
-                 and value("lakehouse_alerts_emitted_total")["hot_pages"] > 0,
-                 300, "every query up and reading", every_s=2)
+                 and value("lakehouse_alerts_emitted_total").get("hot_pages", 0) > 0
+                 and value('lakehouse_batch_duration_seconds_count{query="hot_pages"}').get("hot_pages", 0) >= 2,
+                 300, "every query up and reading, two real-time batches ended", every_s=2)
+        assert value("lakehouse_query_real_time")["hot_pages"] == 1
 
         # Values that fit what was sent: a fast path keeping up with 200 clicks/s of clicks stamped now.
         assert 0 <= value('lakehouse_kafka_lag_records{query="hot_pages"}')["hot_pages"] < 20 * RATE
         delay = value("lakehouse_watermark_delay_seconds")
-        assert 5 <= delay["hot_pages"] < 120, delay  # the 10 s watermark (less the clocks' jitter) plus the batch's age
+        assert 5 <= delay["hot_pages"] < 120, delay  # the 10 s watermark (less the clocks' jitter) plus the report's age
         assert value('rate(lakehouse_input_rows_total{query="hot_pages"}[20s])')["hot_pages"] == pytest.approx(RATE, rel=0.5)
         assert value('lakehouse_trigger_interval_seconds')["bronze_clicks"] == 1
         assert value("lakehouse_state_rows")["hot_pages"] >= 1
-        assert value('lakehouse_batch_duration_seconds_count{query="hot_pages"}')["hot_pages"] >= 2
         assert sum(value('lakehouse_invalid_records_total{query="hot_pages"}').values()) > 0  # 2% malformed
         reasons = {sample["metric"]["reason"] for sample in server.query("lakehouse_invalid_records_total")}
         assert {"not_json", "bad_event_time", "page_id_too_long"} <= reasons
@@ -108,8 +114,10 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         # on two busy cores, may well be growing now; only "down" must be silent.)
         assert firing("LakehouseQueryDown") == set()
 
-        # Starve the fast path: freeze its JVM; its Python process still serves the endpoint.
-        [jvm] = child_jvms(run.pid)
+        # Starve the fast path: freeze its JVM (a child of run's fast-path process); that Python process
+        # still serves the endpoint, without the JVM's live readings.
+        [fast_path] = children_running(run.pid, "lakehouse.cli operational")
+        [jvm] = child_jvms(fast_path)
         os.kill(jvm, signal.SIGSTOP)
         frozen.append(jvm)
         wait_for(lambda: ("operational", "hot_pages") in firing("LakehouseKafkaLagGrowing"), 120,

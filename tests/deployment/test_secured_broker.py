@@ -1,7 +1,8 @@
 """Both paths, `lakehouse alerts` and the admin against the embedded broker with a SASL_SSL listener
 (TLS from a CA made at start, SCRAM-SHA-512 users), credentials from the environment only; each way
 of getting the security wrong (password, CA, plaintext against TLS and TLS against plaintext) is one
-clear message; the password is written nowhere."""
+clear message; the password is written nowhere. And both paths over an SSL listener: TLS without a
+client login."""
 
 from __future__ import annotations
 
@@ -21,6 +22,11 @@ from tests.run_scenario import alerted, expected_alerts, expected_windows, gold,
 USER = "lakehouse-test"
 
 
+def _started(overrides: list[str], env: dict[str, str]) -> None:
+    started = run_lakehouse("kafka", "start", *(f"--set={item}" for item in overrides), env=env, timeout=180)
+    assert started.returncode == 0, started.stderr
+
+
 @pytest.fixture(scope="module")
 def secured(tmp_path_factory):
     """(--set values of a secured broker, the environment holding its client's credentials)."""
@@ -34,12 +40,22 @@ def secured(tmp_path_factory):
                  f"kafka.security.ssl_cafile={run_dir / 'tls' / 'ca.pem'}"]
     saved = dict(os.environ)
     os.environ.update(KAFKA_SASL_USERNAME=USER, KAFKA_SASL_PASSWORD=password)  # this process's clients
-    started = run_lakehouse("kafka", "start", *(f"--set={item}" for item in overrides), env=env, timeout=180)
-    assert started.returncode == 0, started.stderr
+    _started(overrides, env)
     yield overrides, env, password
     EmbeddedBroker(make_config(*overrides), log=lambda message: None).stop(quiet=True)
     os.environ.clear()
     os.environ.update(saved)
+
+
+@pytest.fixture(scope="module")
+def tls_only(tmp_path_factory):
+    """(--set values of a broker with an SSL listener: TLS, and no client login, as some clusters run)."""
+    run_dir = tmp_path_factory.mktemp("tls-broker")
+    overrides = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={run_dir}",
+                 "kafka.security.protocol=SSL", f"kafka.security.ssl_cafile={run_dir / 'tls' / 'ca.pem'}"]
+    _started(overrides, dict(os.environ))
+    yield overrides, dict(os.environ), None
+    EmbeddedBroker(make_config(*overrides), log=lambda message: None).stop(quiet=True)
 
 
 def _settings(secured, tmp_path: Path) -> tuple[list[str], object]:
@@ -70,6 +86,20 @@ def test_both_paths_and_alerts_work_over_sasl_ssl_and_write_the_password_nowhere
     assert len(written) > 20  # checkpoints, tables, ops/stream_progress, the broker's logs
     holding = [str(path) for path in written if password.encode() in path.read_bytes()]
     assert holding == [] and password not in output and password not in shown.stdout
+
+
+def test_both_paths_work_over_tls_without_a_login_and_plaintext_is_refused(spark, tls_only, tmp_path):
+    settings, config = _settings(tls_only, tmp_path)
+    output = run_on_crafted_traffic(spark, config, run_options(settings, "operational.mode=real-time"),
+                                    tmp_path / "run.log", real_time=True)
+
+    assert "Traceback" not in output and "hot pages (real-time)" in output
+    assert alerted(config) == expected_alerts(real_time=True) and gold(spark, config) == expected_windows()
+    host_port = config.kafka.bootstrap_servers
+    plaintext = run_lakehouse("alerts", *(f"--set={item}" for item in (*settings, "kafka.security.protocol=PLAINTEXT")))
+    assert plaintext.returncode == 2 and plaintext.stderr.strip().splitlines()[-1] == (
+        f"error: {host_port} speaks TLS and kafka.security.protocol is PLAINTEXT: set it to SSL or "
+        "SASL_SSL and kafka.security.ssl_cafile to the CA that signed the broker's certificate")
 
 
 def test_a_wrong_password_an_unknown_ca_and_plaintext_against_tls_each_get_one_clear_message(

@@ -44,16 +44,8 @@ from shared.query_progress import progress_dict
 from lakehouse.monitoring.running_queries import running_queries
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import make_config
-from tests.faults.traffic import (
-    HOT_PAGE,
-    SHIPPED_BOUNDS,
-    Traffic,
-    Truth,
-    assert_alerts_as_the_oracle_says,
-    click,
-    hostile,
-    now_micros,
-)
+from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
+from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
 from tests.topics import alert_records, read_to_end
 from tests.helpers import LAKEHOUSE, run_lakehouse, wait_for
 from tests.processes import alive, family

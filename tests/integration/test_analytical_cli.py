@@ -124,6 +124,26 @@ def _readme_sql_examples() -> list[list[str]]:
     return commands
 
 
+def _rows(example: list[str], output: str) -> list[dict]:
+    """A `lakehouse sql` answer in the format `example` asks for, each value as text; timestamps (ISO-8601)
+    as instants."""
+    form = example[example.index("--format") + 1] if "--format" in example else "table"
+    if form == "json":
+        rows = [{key: str(value) for key, value in row.items()} for row in json.loads(output)]
+    elif form == "csv":
+        rows = list(csv.DictReader(io.StringIO(output)))
+    else:  # a header, a rule of dashes, then one line per row (no value here holds a space)
+        header, _, *lines = output.strip().splitlines()
+        rows = [dict(zip(header.split(), line.split())) for line in lines]
+    return [{key: _instant(value) for key, value in row.items()} for row in rows]
+
+
+def _instant(value: str) -> str | datetime:
+    if re.fullmatch(r"\d{4}-\d\d-\d\dT\S+", value):
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
 def test_sql_gives_the_answer_spark_gives_now_and_at_an_older_version(spark, history):
     config, overrides, day_one_version = history
     per_page = ("SELECT pageId, sum(clickCount) AS clicks, count_if(isHot) AS hotWindows, "
@@ -154,11 +174,25 @@ def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads
     assert "ops/stream_progress" in tables_under(config.storage.root)
     assert_every_table_reads_alike(spark, config.storage.root)
 
-    # The README's SQL questions, as written, on every table (ops/stream_progress included now).
+    # The README's SQL questions, as written, on every table (ops/stream_progress included now), each
+    # answer in the format the example asks for, counted by hand from the history.
     examples = _readme_sql_examples()
     assert len(examples) == 5 and all(example[0] == "sql" for example in examples)
-    for example in examples:
-        lakehouse(history, *example)
+    answers = [_rows(example, lakehouse(history, *example).stdout) for example in examples]
+    day_one, day_two = datetime(2026, 11, 22, tzinfo=timezone.utc), datetime(2026, 11, 23, tzinfo=timezone.utc)
+    assert answers[:4] == [
+        [],  # no page of the /product/ family
+        [{"hourOfDay": "9", "hotWindows": "1"}, {"hourOfDay": "10", "hotWindows": "1"},
+         {"hourOfDay": "11", "hotWindows": "1"}],
+        [],  # no record quarantined
+        [{"hourStart": day_one + timedelta(hours=10), "clicks": "7", "hotWindows": "1"},  # /a 5 + /b 2
+         {"hourStart": day_two + timedelta(hours=9), "clicks": "6", "hotWindows": "1"},
+         {"hourStart": day_one + timedelta(hours=11), "clicks": "5", "hotWindows": "1"}],
+    ]
+    # Recorded by this test's `analytical --available-now` (the history's backfills ran in process):
+    # each stream's batches, none with a record, all read before
+    assert [(row["queryName"], row["records"]) for row in answers[4]] == [
+        ("bronze_clicks", "0"), ("gold_page_clicks_5s", "0"), ("gold_page_clicks_hourly", "0"), ("silver_clicks", "0")]
 
 
 def test_a_missing_table_says_which_backfill_to_run(config_overrides):

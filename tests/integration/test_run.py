@@ -148,7 +148,7 @@ def test_a_stop_while_run_is_starting_is_a_clean_stop_that_ends_every_process_it
 
 def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restart_resends_no_alert(
         config, config_overrides, tmp_path):
-    from tests.faults.traffic import Traffic
+    from tests.traffic import Traffic
 
     options = settings(config_overrides, "operational.mode=real-time",
                        "operational.real_time.checkpoint_interval=10 seconds", "hot_pages.threshold=10")

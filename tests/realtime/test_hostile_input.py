@@ -1,6 +1,6 @@
 """Hostile input against the fast path in real-time mode (part of the crash suite, `make test-faults`).
 
-10,000 hostile records (tests/faults/traffic.py: every kind that was once taken for a click, event
+10,000 hostile records (tests/traffic.py: every kind that was once taken for a click, event
 times that would move the watermark to year 9999 or hold it at year 1) reach the real-time query,
 across several batch boundaries; then a window turns hot in real time. The oracle is computed from
 the topic with tests/contract_oracle.py, never by the code under test: every window's highest alert
@@ -17,8 +17,8 @@ import pytest
 from operational import hot_pages
 from shared.kafka import ensure_topics, producer_for
 from tests.conftest import make_config
-from tests.faults.traffic import (HOT_PAGE, SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says, click, hostile,
-                                  now_micros)
+from tests.traffic import HOT_PAGE, click, hostile, now_micros
+from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
 from tests.helpers import wait_for
 from tests.topics import alert_records, read_to_end
 

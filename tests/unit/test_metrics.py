@@ -4,6 +4,8 @@ text format parser; and the endpoint served over HTTP."""
 from __future__ import annotations
 
 import socket
+import threading
+import time
 import urllib.request
 from datetime import datetime, timezone
 
@@ -14,9 +16,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared.config import load_config
 from shared.errors import LakehouseError
 from lakehouse.monitoring.live_consumers import ConsumerReading
-from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics, serving
+from lakehouse.monitoring.metrics import LIVE_READING_WITHIN_S, QueryFacts, QueryMetrics, serving
 from shared.query_progress import ProgressSummary
 from lakehouse.services.daemon import free_port
+from tests.helpers import wait_for
 
 FACTS = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True,
                                  invalid_reasons=("not_json", "bad_event_time", "empty_page_id")),
@@ -171,6 +174,37 @@ def test_a_real_time_batch_is_followed_between_its_reports_and_its_report_adds_o
     assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 30 + 500
     assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 4
     assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 0
+
+
+def test_a_jvm_that_does_not_answer_leaves_the_lag_to_the_broker_and_holds_no_scrape():
+    """A frozen JVM (SIGSTOP, a long GC pause) never answers the live reading: each scrape still
+    answers at once, with the lag the broker's offsets and the last batch's report give, and only
+    one reading waits for the JVM however many scrapes come."""
+    facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
+                                     source_topic="clicks", alerts_topic="alerts")}
+    broker = {("clicks", 0): 10, ("clicks", 1): 20}
+    frozen, readings = threading.Event(), []
+
+    def live():
+        readings.append(time.monotonic())
+        if not frozen.wait(timeout=30):
+            raise AssertionError("the test ended without thawing the JVM")
+        return {"clicks": ConsumerReading(lags={0: 1, 1: 2}, last_poll_s=0.1)}
+
+    metrics = QueryMetrics(facts, latest_offsets=lambda topics: {k: v for k, v in broker.items() if k[0] in topics},
+                           clock=lambda: NOW, live=live)
+    metrics.started("hot_pages")
+    metrics.progressed(ProgressSummary.of(progress(0, rows=30, end={"0": 10, "1": 20}, alerts=0)))
+    broker.update({("clicks", 0): 1010, ("clicks", 1): 2020})
+    for _ in range(3):
+        started = time.monotonic()
+        assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 1000 + 2000
+        assert time.monotonic() - started < LIVE_READING_WITHIN_S + 2
+    assert len(readings) == 1, "one reading waits for the JVM; the scrapes after it send none"
+
+    frozen.set()  # the JVM answers again: the next scrapes follow the running batch live
+    wait_for(lambda: value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 3, 10,
+             "a scrape with the live reading again", every_s=0.1)
 
 
 def test_a_micro_batch_query_is_not_followed_live():
