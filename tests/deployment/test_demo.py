@@ -1,0 +1,56 @@
+"""`lakehouse demo` as a user runs it, on ports and folders of this test's own: it ends by itself with
+exit 0 and stops the broker it started, and what it reports is held against the truth of its clicks
+topic, read back here from a broker started again on its folder (tests/truth.py), not against what
+the demo says it sent: the alerts topic holds each window's highest alert as the truth calls for,
+the demo's count of alerted windows is the truth's hot windows, its top pages start with the hot
+pages, and its reconciliation compares and matches every hot window.
+"""
+
+from __future__ import annotations
+
+import re
+
+from shared import PROJECT_ROOT
+from shared.config import load_config
+from tests.conftest import free_port
+from tests.helpers import run_lakehouse, unwanted_warnings
+from tests.topics import read_to_end
+from tests.truth import Truth, assert_alerts_as_the_oracle_says
+
+DEMO_PROFILE = PROJECT_ROOT / "conf" / "demo.yaml"
+
+
+def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_path):
+    settings = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={tmp_path / 'broker'}",
+                f"storage.root={tmp_path / 'lake'}", f"metrics.operational_port={free_port()}",
+                f"metrics.analytical_port={free_port()}", "spark.ui_enabled=false"]
+    options = [f"--set={item}" for item in settings]
+    demo = run_lakehouse("demo", "--seconds", "20", *options, timeout=900)
+    output = demo.stdout + demo.stderr
+    assert demo.returncode == 0, output[-4000:]
+    assert "Traceback" not in output and not unwanted_warnings(output)
+    assert "the broker is stopped" in demo.stdout
+
+    config = load_config(DEMO_PROFILE, overrides=settings)  # what the demo read: its profile, then --set
+    started = run_lakehouse("kafka", "start", *options)  # the demo's broker again, its topics kept
+    assert started.returncode == 0, started.stderr
+    try:
+        truth = Truth.of(read_to_end(config.kafka, config.kafka.topics.clicks))
+        threshold = config.hot_pages.threshold
+        hot = truth.hot(threshold)
+        hot_pages = {page for page, _ in hot}
+        assert len(hot_pages) == 3, "the demo makes three hot pages"
+        assert_alerts_as_the_oracle_says(config.kafka, config.kafka.topics.alerts, truth, threshold,
+                                         real_time=config.operational.mode == "real-time")
+    finally:
+        stopped = run_lakehouse("kafka", "stop", *options)
+        assert stopped.returncode == 0, stopped.stderr
+
+    assert re.search(rf"\.\.\. {len(hot)} alerted windows,", demo.stdout), demo.stdout
+    top = re.findall(r"^   pageId (\S+) ", demo.stdout.split("== 5.")[1].split("== 6.")[0], re.M)
+    assert set(top[:3]) == hot_pages, top
+    assert re.search(r"(\d+) of \1 expectations passed", demo.stdout), demo.stdout
+    verdict = demo.stdout.split("== 7.")[1].splitlines()[1]  # late clicks may explain a difference by cause
+    assert verdict.startswith(f"   windows compared {len(hot)}, matched "), verdict
+    assert ", pending 0, " in verdict, verdict
+    assert verdict.endswith("unexplained 0: consistent"), verdict
