@@ -242,6 +242,7 @@ class QueryMetrics(Collector):
             watermarks = dict(self._watermark)
             processed = {query: dict(offsets) for query, offsets in self._processed.items()}
             seen = {query: dict(offsets) for query, offsets in self._latest_seen.items()}
+            running = {query: self._running_batch(query) for query in processed}
         for query, watermark in sorted(watermarks.items()):
             delay.add_metric([query], now - watermark)
         followed = {query: facts for query, facts in self.facts.items() if facts.real_time}
@@ -265,7 +266,7 @@ class QueryMetrics(Collector):
                                    - processed[query].get((facts.source_topic, partition), 0))
                                for partition, partition_lag in live.lags.items())
                     reading.add_metric([query], read)
-                    self._count_running_batch(query, read)
+                    self._count_running_batch(query, read, running[query])
             if facts.alerts_topic and latest is not None:
                 self._count_alerts_on_topic(query, facts.alerts_topic, latest)
         for (query, topic), records in sorted(behind.items()):
@@ -305,15 +306,22 @@ class QueryMetrics(Collector):
         threading.Thread(target=read, name="live-consumer-reading", daemon=True).start()
         return dict(answer) if done.wait(LIVE_READING_WITHIN_S) else {}
 
-    def _count_running_batch(self, query: str, read: int) -> None:
+    def _running_batch(self, query: str) -> int:
+        """The id of the batch after the last one counted (call with the lock held)."""
+        return self._counted[query][1] + 1 if query in self._counted else 0
+
+    def _count_running_batch(self, query: str, read: int, batch: int) -> None:
         """The running batch's reads so far advance the input rows counter; its report later adds
-        only the rest (`_count_batch`)."""
+        only the rest (`_count_batch`). `read` was measured from the offsets the batch before `batch`
+        ended at: when a report has come in since, it counted those reads itself, and this reading
+        is dropped."""
         with self._lock:
-            running = self._counted[query][1] + 1 if query in self._counted else 0
+            if self._running_batch(query) != batch:
+                return
             counted = self._live_counted.setdefault(query, {})
-            more = read - counted.get(running, 0)
+            more = read - counted.get(batch, 0)
             if more > 0:
-                counted[running] = read
+                counted[batch] = read
         if more > 0:
             self.input_rows.labels(query).inc(more)
 

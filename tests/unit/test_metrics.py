@@ -176,6 +176,30 @@ def test_a_real_time_batch_is_followed_between_its_reports_and_its_report_adds_o
     assert value(metrics, "lakehouse_kafka_lag_records", query="hot_pages", topic="clicks") == 0
 
 
+def test_a_report_that_comes_in_while_a_scrape_reads_is_not_counted_twice():
+    """A real-time batch ends while a scrape reads the broker and the consumers: its report counts
+    the batch, and the scrape's reading, measured from the batch before, counts nothing more."""
+    facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
+                                     source_topic="clicks", alerts_topic="alerts")}
+    broker = {("clicks", 0): 10, ("clicks", 1): 20}
+    reports = [ProgressSummary.of(progress(1, rows=500, end={"0": 260, "1": 270}, alerts=0))]
+    metrics = None
+
+    def live():
+        if reports:  # batch 1 ends now, during the scrape; batch 2 has read nothing yet
+            metrics.progressed(reports.pop())
+        return {"clicks": ConsumerReading(lags={0: 0, 1: 0}, last_poll_s=0.1)}
+
+    metrics = QueryMetrics(facts, latest_offsets=lambda topics: {k: v for k, v in broker.items() if k[0] in topics},
+                           clock=lambda: NOW, live=live)
+    metrics.started("hot_pages")
+    metrics.progressed(ProgressSummary.of(progress(0, rows=30, end={"0": 10, "1": 20}, alerts=0)))
+    broker.update({("clicks", 0): 260, ("clicks", 1): 270})  # batch 1 reads 500 and ends
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 30 + 500
+    assert not reports
+    assert value(metrics, "lakehouse_input_rows_total", query="hot_pages") == 30 + 500
+
+
 def test_a_jvm_that_does_not_answer_leaves_the_lag_to_the_broker_and_holds_no_scrape():
     """A frozen JVM (SIGSTOP, a long GC pause) never answers the live reading: each scrape still
     answers at once, with the lag the broker's offsets and the last batch's report give, and only
