@@ -11,7 +11,7 @@ held against (`assert_alerts_as_the_oracle_says`).
 from __future__ import annotations
 
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from tests.contract_oracle import Bounds, event_time_micros, expected_reason, highest_alert
@@ -64,6 +64,14 @@ class Truth:
 
     def hot(self, threshold: int) -> dict[tuple[str, int], int]:
         return {key: count for key, count in self.windows.items() if count > threshold}
+
+    def hot_windows_per_page(self, threshold: int) -> dict[str, int]:
+        """pageId -> its hot windows, for the pages with one."""
+        return dict(Counter(page for page, _ in self.hot(threshold)))
+
+    def clicks_per_page(self) -> dict[str, int]:
+        """pageId -> its distinct events, over every window."""
+        return dict(Counter(page for page, _ in self.events.values()))
 
     def alert_outcomes(self, threshold: int, real_time: bool) -> dict[tuple[str, int], set[int | None]]:
         """Per page and window with valid clicks, the clickCount its highest alert record may carry once

@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import re
 
-from shared import PROJECT_ROOT
+from lakehouse.cli.demo import DEMO_PROFILE
 from shared.config import load_config
 from tests.conftest import free_port
 from tests.helpers import run_lakehouse, unwanted_warnings
 from tests.topics import read_to_end
 from tests.truth import Truth, assert_alerts_as_the_oracle_says
-
-DEMO_PROFILE = PROJECT_ROOT / "conf" / "demo.yaml"
 
 
 def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_path):
@@ -37,20 +35,20 @@ def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_pa
     try:
         truth = Truth.of(read_to_end(config.kafka, config.kafka.topics.clicks))
         threshold = config.hot_pages.threshold
-        hot = truth.hot(threshold)
-        hot_pages = {page for page, _ in hot}
-        assert len(hot_pages) == 3, "the demo makes three hot pages"
+        hot_windows = truth.hot_windows_per_page(threshold)
+        assert len(hot_windows) == 3, "the demo makes three hot pages"
         assert_alerts_as_the_oracle_says(config.kafka, config.kafka.topics.alerts, truth, threshold,
                                          real_time=config.operational.mode == "real-time")
     finally:
         stopped = run_lakehouse("kafka", "stop", *options)
         assert stopped.returncode == 0, stopped.stderr
 
-    assert re.search(rf"\.\.\. {len(hot)} alerted windows,", demo.stdout), demo.stdout
+    hot = sum(hot_windows.values())
+    assert re.search(rf"\.\.\. {hot} alerted windows,", demo.stdout), demo.stdout
     top = re.findall(r"^   pageId (\S+) ", demo.stdout.split("== 5.")[1].split("== 6.")[0], re.M)
-    assert set(top[:3]) == hot_pages, top
+    assert set(top[:3]) == set(hot_windows), top
     assert re.search(r"(\d+) of \1 expectations passed", demo.stdout), demo.stdout
     verdict = demo.stdout.split("== 7.")[1].splitlines()[1]  # late clicks may explain a difference by cause
-    assert verdict.startswith(f"   windows compared {len(hot)}, matched "), verdict
+    assert verdict.startswith(f"   windows compared {hot}, matched "), verdict
     assert ", pending 0, " in verdict, verdict
     assert verdict.endswith("unexplained 0: consistent"), verdict

@@ -100,7 +100,7 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
     user = load_config(profile)  # what the walk's commands read: the embedded default and this profile
     background: dict[str, Running] = {}
     outputs: list[str] = []
-    truth: dict = {}  # "hot": {(pageId, window start micros): distinct clicks}, "clicks": {pageId: distinct clicks}
+    truth: dict[str, dict[str, int]] = {}  # "hot windows" and "clicks" per page, once `generate` has sent them
 
     def alerted_pages() -> set[str]:
         # `alerts --follow` prints `windowStart  pageId  clickCount` per alert record
@@ -125,11 +125,9 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
             elif command == ["generate"]:
                 finish(words)
                 clicks = Truth.of(read_to_end(user.kafka, user.kafka.topics.clicks))
-                truth["hot"] = clicks.hot(user.hot_pages.threshold)
-                truth["clicks"] = {}
-                for (page, _), count in clicks.windows.items():
-                    truth["clicks"][page] = truth["clicks"].get(page, 0) + count
-                hot_pages = {page for page, _ in truth["hot"]}
+                truth["hot windows"] = clicks.hot_windows_per_page(user.hot_pages.threshold)
+                truth["clicks"] = clicks.clicks_per_page()
+                hot_pages = set(truth["hot windows"])
                 assert hot_pages, "generate's defaults make hot pages"
                 wait_for(lambda: alerted_pages() >= hot_pages, 120, f"an alert for each hot page {hot_pages}",
                          every_s=0.5)
@@ -144,16 +142,13 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                 top = [row["pageId"] for row in table_rows(finish(words))]
                 by_clicks = sorted(truth["clicks"], key=lambda page: (-truth["clicks"][page], page))
                 assert top == by_clicks[:len(top)], (top, by_clicks[:len(top)])
-                assert set(top[:len({page for page, _ in truth["hot"]})]) == {page for page, _ in truth["hot"]}
+                assert set(top[:len(truth["hot windows"])]) == set(truth["hot windows"])
             elif command == ["sql"]:
                 hot_windows = {row["pageId"]: int(row["hotWindows"]) for row in table_rows(finish(words))}
-                expected: dict[str, int] = {}
-                for page, _ in truth["hot"]:
-                    expected[page] = expected.get(page, 0) + 1
-                assert hot_windows == expected
+                assert hot_windows == truth["hot windows"]
             elif command == ["reconcile"]:  # after a clean stop and the backfill, every hot window is compared
                 verdict = finish(words).splitlines()[0]
-                hot = len(truth["hot"])
+                hot = sum(truth["hot windows"].values())
                 assert verdict.startswith(f"windows compared {hot}, matched {hot}, "
                                           "pending 0, mismatches 0, unexplained 0"), \
                     f"{verdict}\n`run` said:\n" + "\n".join(line for line in background['run'].output().splitlines()
