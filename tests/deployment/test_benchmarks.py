@@ -50,11 +50,15 @@ def test_bench_recovery_restarts_after_a_kill_and_misses_no_window(config_overri
 
 
 def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
-    report = bench(config_overrides, "throughput", "--rates", "1000,2000", "--seconds", "20", "--hot-pages", "1")
+    report = bench(config_overrides, "throughput", "--rates", "500,2000", "--seconds", "20", "--hot-pages", "1")
 
-    assert [step["offered_rate"] for step in report["steps"]] == [1000, 2000]
-    assert all(step["valid"] and step["sustained"] for step in report["steps"])
-    assert report["max_sustained_rate"] == report["steps"][-1]["delivered_rate"]
+    steps = report["steps"]
+    kept_up = [step["valid"] and step["sustained"] for step in steps]
+    assert steps[0]["offered_rate"] == 500 and kept_up[0], steps[0]  # any machine keeps up with 500 events/s
+    # Whether this machine keeps up with 2,000/s today is not this test's business; what the report
+    # makes of it is: a second step only after a sustained first, and the best rate is the last kept.
+    assert [step["offered_rate"] for step in steps] == [500, 2000]
+    assert report["max_sustained_rate"] == steps[1 if kept_up[1] else 0]["delivered_rate"]
 
 
 def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):

@@ -84,6 +84,10 @@ class Running:
         return "\n".join(self.stdout + self.stderr)
 
 
+def fast_path_started(run: Running) -> bool:
+    return any("[hot_pages] started" in line for line in run.stderr)
+
+
 def test_the_readmes_first_run_works_as_written(tmp_path):
     steps = walk()
     assert steps[0] == ["source", ".venv/bin/activate"] and all(words[0] == "lakehouse" for words in steps[1:])
@@ -116,9 +120,14 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
         for words in steps[1:]:
             command = words[1:3] if words[1] == "kafka" else words[1:2]
             if command == ["run"]:
-                background["run"] = Running(words, env)
-                wait_for(lambda: any("[hot_pages] started" in line for line in background["run"].stderr), 240,
-                         "`run` to say [hot_pages] started", every_s=0.5)
+                run = background["run"] = Running(words, env)
+                try:
+                    wait_for(lambda: fast_path_started(run) or run.process.poll() is not None, 240,
+                             "`run` to say [hot_pages] started", every_s=0.5)
+                except AssertionError as timed_out:
+                    raise AssertionError(f"{timed_out}; `run` said:\n{run.output()[-6000:]}") from None
+                assert fast_path_started(run), \
+                    f"`run` exited {run.process.poll()} before its fast path started:\n{run.output()[-6000:]}"
             elif command == ["alerts"]:
                 assert "--follow" in words
                 background["alerts"] = Running(words, env)
