@@ -89,3 +89,10 @@ def command_lines_in(folder: str) -> list[str]:
         if folder in command or cwd.startswith(folder):
             found.append(command)
     return found
+
+
+def jvms_now() -> list[str]:
+    """Every live JVM, as `pid: command line` (its first 300 characters): what a test that waited in
+    vain shows, in case another test left one behind to take the cores or a port."""
+    return [f"{process.pid}: {command_line(process.pid)[:300]}" for process in processes()
+            if process.name == "java" and process.state != "Z"]

@@ -27,6 +27,7 @@ from shared import PROJECT_ROOT
 from shared.config import load_config
 from tests.conftest import free_port
 from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
+from tests.processes import jvms_now
 from tests.topics import read_to_end
 from tests.truth import Truth, assert_alerts_as_the_oracle_says
 
@@ -125,7 +126,8 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                     wait_for(lambda: fast_path_started(run) or run.process.poll() is not None, 240,
                              "`run` to say [hot_pages] started", every_s=0.5)
                 except AssertionError as timed_out:
-                    raise AssertionError(f"{timed_out}; `run` said:\n{run.output()[-6000:]}") from None
+                    raise AssertionError(f"{timed_out}; `run` said:\n{run.output()[-6000:]}\nthe JVMs running:\n"
+                                         + "\n".join(jvms_now())) from None
                 assert fast_path_started(run), \
                     f"`run` exited {run.process.poll()} before its fast path started:\n{run.output()[-6000:]}"
             elif command == ["alerts"]:
