@@ -12,13 +12,17 @@ TOOLS    := .tools
 MVN      ?= mvn
 MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
+# javac and jar from the JDK whose java runs Spark (JAVA_HOME's, else the one on the PATH)
+JDK_BIN  := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/,$(dir $(realpath $(shell command -v java))))
+OPERATORS_SRC := $(wildcard operational/jvm/lakehouse/operational/*.java)
+OPERATORS_JAR := $(JARS)/fast/lakehouse-operational.jar
 
 .PHONY: help setup prerequisites test test-all test-unit test-spark test-integration test-faults test-deployment demo clean clean-run
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m lakehouse.prerequisites
@@ -48,6 +52,15 @@ $(JARS)/fast/.resolved: pom.xml
 	@rm -rf $(JARS)/fast && mkdir -p $(JARS)/fast
 	@$(MVN) $(MVN_ARGS)$(JARS)/fast -P fast
 	@touch $@
+
+# The fast path's JVM operator (operational/jvm), compiled against the fast runtime's own Spark jars:
+# no Spark 4.3.0 artifact resolves from Maven Central. It lands in $(JARS)/fast, which spark.jars ships.
+$(OPERATORS_JAR): $(OPERATORS_SRC) $(JARS)/fast/.resolved $(FAST_BIN)/.installed
+	@echo "setup: the fast path's JVM operator ($(OPERATORS_SRC)) compiled into $@"
+	@rm -rf $(JARS)/operator-classes && mkdir -p $(JARS)/operator-classes
+	@$(JDK_BIN)javac --release 17 -Xlint:all,-path -Werror -d $(JARS)/operator-classes \
+		-cp "$$($(FAST_BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $(OPERATORS_SRC)
+	@$(JDK_BIN)jar --create --file $@ -C $(JARS)/operator-classes .
 
 $(JARS)/class-archive/.written: $(BIN)/.installed $(JARS)/spark/.resolved
 	@echo "setup: the Spark JVM's class-data archive (about 40 s once; every command then starts ~8 s sooner)"

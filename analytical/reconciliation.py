@@ -193,14 +193,20 @@ def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, hi
         "left",
     ).drop("bucket", "rangeBucket", "rangePartition", "rangeStart", "rangeEnd")
     micros = F.unix_micros("eventTime")
-    # In real-time mode the watermark moves only at batch ends: a batch counts every click after the
-    # watermark it started with, however far its own clicks move the event time on.
-    maybe_late = F.lit(False) if config.operational.mode == "real-time" else micros <= F.col("evictWm") * _MICROS
+    late, maybe_late = micros <= F.col("lateWm") * _MICROS, micros <= F.col("evictWm") * _MICROS
+    if config.operational.mode == "real-time":
+        # The watermark moves only at batch ends: a batch counts every click after the watermark it
+        # started with, however far its own clicks move the event time on.
+        maybe_late = F.lit(False)
+        if config.operational.real_time.state_operator == "transform-with-state":
+            # One processor, which drops a click whose window ended at or before that watermark.
+            window_us = int(config.hot_pages.window.total_seconds() * 1_000_000)
+            late = (F.floor(micros / window_us) + 1) * window_us <= F.col("evictWm") * _MICROS
     return placed.withColumn(
         "fate",
         F.when(F.col("batchId").isNull(), "unprocessed")
         .when(F.col("lateWm") < 0, "unknown")
-        .when(micros <= F.col("lateWm") * _MICROS, "late")
+        .when(late, "late")
         .when(maybe_late, "maybe_late")
         .otherwise("counted"),
     )

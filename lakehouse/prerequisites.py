@@ -1,12 +1,14 @@
-"""Check the machine before set-up: Python 3.10+, Java 17+, Maven. Standard library only.
+"""Check the machine before set-up: Python 3.10+, a JDK 17+ (java and javac), Maven. Standard library only.
 
 Run as `python3 -m lakehouse.prerequisites` (the Makefile does, before anything is installed).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+from pathlib import Path
 
 from shared.errors import MissingDependencyError
 
@@ -18,7 +20,11 @@ def check() -> list[str]:
     try:
         from shared.jvm import java_executable
 
-        java_executable()
+        java = Path(os.path.realpath(java_executable()))
+        if not (java.parent / "javac").exists():
+            problems.append(f"javac was not found beside {java} (a JRE, not a JDK): `make setup` compiles the "
+                            "fast path's JVM operator with it; install a JDK 17+ (Debian/Ubuntu: apt-get install "
+                            "openjdk-17-jdk-headless) or set JAVA_HOME to one")
     except MissingDependencyError as error:
         problems.append(str(error))
     if not shutil.which("mvn"):

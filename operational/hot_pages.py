@@ -7,9 +7,12 @@ Two modes (`operational.mode`), one rule, one alert record:
 
   - real-time (Spark 4.3's real-time mode, the fast path's runtime): long-running tasks merge each
     click into state and emit at once, so a window's first record leaves tens of milliseconds after
-    its crossing click; the count is kept in two operators with constant work per record
-    (`count_first_copies_per_window`), and a record is written at the crossing and at each doubling
-    of it (`is_alerted_count`), never one per click.
+    its crossing click, and a record is written at the crossing and at each doubling of it
+    (`is_alerted_count`), never one per click. The count is kept with constant work per record by
+    one of two state operators (`operational.real_time.state_operator`): one JVM transformWithState
+    processor (`running_distinct_counts`), which clears closed windows during the batch, or
+    dropDuplicates then a count (`count_first_copies_per_window`), whose eviction ends each batch
+    with a scan of its whole state while no alert leaves.
   - micro-batch: one aggregation per window holding its set of eventIds; a window's record leaves
     in the micro-batch where its count crosses the threshold, and again, with the higher count, in
     each later batch that adds clicks to it.
@@ -22,21 +25,24 @@ drops their state.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
+from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from shared.alerts import ALERTING_QUERY, to_alert_records
-from shared.config import Config, HotPagesConfig, QualityConfig
+from shared.config import Config, HotPagesConfig, OperationalConfig, QualityConfig
 from shared.durations import spark_interval
 from shared.errors import LakehouseError
 from shared.kafka import read_clicks_stream
 from shared.kafka_settings import spark_options
 from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import (count_distinct_clicks_per_window, count_first_copies_per_window, hot_windows,
-                         is_alerted_count, with_event_time_watermark)
+from shared.rule import (assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
+                         hot_windows, is_alerted_count, with_event_time_watermark)
 from shared.runtime import FAST_PATH, real_time_available
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
+from shared.spark_internals import jvm_dataset_transform
 from shared.streaming import Stream
 
 
@@ -71,14 +77,49 @@ def hot_page_alerts_real_time(clicks: DataFrame, hot: HotPagesConfig, quality: Q
     )
 
 
-TRANSFORMS = {"real-time": hot_page_alerts_real_time, "micro-batch": hot_page_alerts}
+#: The JVM processor behind `running_distinct_counts`, built by `make setup` from operational/jvm.
+RUNNING_DISTINCT_COUNTS = "lakehouse.operational.RunningDistinctCounts"
+
+
+def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timedelta) -> DataFrame:
+    """pageId, windowStart, windowEnd, clickCount: each window's count of distinct eventIds, a row each
+    time it grows, from one transformWithState processor written for the JVM (real-time mode runs no
+    Python one). The same count as `count_first_copies_per_window`, whose dropDuplicates ends each
+    real-time batch with a scan of its whole state: this one clears a window's state during the batch,
+    at the first look, every `recheck` of processing time from its first click, after the watermark
+    passed its end. The watermark moves only between real-time batches: with `recheck` the batch's
+    length, the windows a batch end closed are cleared spread over the next batch, not all at its start."""
+    recheck_ms = int(recheck.total_seconds() * 1000)
+    return jvm_dataset_transform(events.transform(assign_window, window), RUNNING_DISTINCT_COUNTS, "of", recheck_ms)
+
+
+def hot_page_alerts_in_one_processor(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig,
+                                     batch: timedelta) -> DataFrame:
+    """`hot_page_alerts_real_time` with its count kept by `running_distinct_counts`, in real-time
+    batches `batch` long."""
+    return (
+        clicks.transform(watermarked_events, hot, quality)
+        .transform(running_distinct_counts, hot.window, batch)
+        .where(is_alerted_count(hot.threshold))
+        .transform(to_alert_records, hot.threshold)
+    )
+
+
+def alerting_transform(operational: OperationalConfig) -> Callable[[DataFrame, HotPagesConfig, QualityConfig], DataFrame]:
+    """The whole fast path as one transform, for `operational.mode` (and in real-time mode,
+    `operational.real_time.state_operator`)."""
+    if operational.mode == "micro-batch":
+        return hot_page_alerts
+    if operational.real_time.state_operator == "transform-with-state":
+        return partial(hot_page_alerts_in_one_processor, batch=operational.real_time.checkpoint_interval)
+    return hot_page_alerts_real_time
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """The clicks topic -> the alerts topic (the roots are unused: the fast path reads and writes Kafka)."""
     clicks = read_clicks_stream(spark, config.kafka, config.operational)
     return (
-        clicks.transform(TRANSFORMS[config.operational.mode], config.hot_pages, config.quality)
+        clicks.transform(alerting_transform(config.operational), config.hot_pages, config.quality)
         .writeStream.format("kafka")
         .options(**spark_options(config.kafka))
         .option("topic", config.kafka.topics.alerts)

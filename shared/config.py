@@ -175,6 +175,10 @@ class RealTimeSettings(Section):
     shuffle_partitions: int = Field(ge=1)
     #: Closed windows' state rows evicted per click read, during the batch (0: all at its end).
     evictions_per_record: int = Field(ge=0)
+    #: What keeps the distinct count: transform-with-state, one JVM processor (operational/jvm) that
+    #: clears each closed window during the batch; drop-duplicates, Spark's dropDuplicates then a count,
+    #: whose eviction ends with a scan of its whole state at each batch end.
+    state_operator: Literal["transform-with-state", "drop-duplicates"]
 
     @field_validator("checkpoint_interval")
     @classmethod

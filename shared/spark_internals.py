@@ -81,3 +81,26 @@ def disconnect_py4j() -> None:
 
     if SparkContext._gateway is not None:
         SparkContext._gateway._gateway_client.is_connected = False
+
+
+def jvm_dataset_transform(frame: Any, class_name: str, method: str, *args: Any) -> Any:
+    """`frame` through a static JVM method that takes a Dataset (and `args`) and returns one, as a
+    DataFrame: the fast path's transformWithState operator is written for the JVM (real-time mode runs no
+    Python one), and PySpark has no call that applies a JVM Dataset transform. A clear error when the
+    class is not on spark.jars.
+
+        counts = jvm_dataset_transform(events, "lakehouse.operational.RunningDistinctCounts", "of", 5000)
+    """
+    from py4j.java_gateway import JavaClass
+    from pyspark.sql import DataFrame
+
+    from shared.errors import MissingDependencyError
+
+    spark = frame.sparkSession
+    owner = spark.sparkContext._jvm
+    for part in class_name.split("."):
+        owner = getattr(owner, part)
+    if not isinstance(owner, JavaClass):
+        raise MissingDependencyError(f"the JVM class {class_name} is not on this session's spark.jars: "
+                                     "run `make setup` (it compiles operational/jvm into .jars/fast)")
+    return DataFrame(getattr(owner, method)(frame._jdf, *args), spark)

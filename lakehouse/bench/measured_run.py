@@ -231,14 +231,18 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
 
 def batch_end(summary: Any) -> dict[str, Any]:
     """What a real-time batch's end cost, from its progress (a shared.query_progress.ProgressSummary):
-    its length, and per state operator the rows it evicted and the time that took, against the rows it holds."""
+    when it started, its length and its parts, and per state operator the rows it evicted and the time
+    that took, against the rows it holds, with Spark's custom metrics as reported."""
     return {"batch": summary.batch_id, "input_rows": summary.input_rows,
+            "started_at": summary.started_at.isoformat() if summary.started_at else None,
             "trigger_ms": summary.duration_ms, "planning_ms": summary.durations_ms.get("queryPlanning"),
+            "durations_ms": summary.durations_ms,
             "operators": [{"name": op.get("operatorName"), "rows": op.get("numRowsTotal"),
                            "removed": op.get("numRowsRemoved"), "removal_ms": op.get("allRemovalsTimeMs"),
                            "update_ms": op.get("allUpdatesTimeMs"), "commit_ms": op.get("commitTimeMs"),
                            "removed_during_batch": (op.get("customMetrics") or {}).get("numRowsIncrementallyRemoved"),
-                           "read_for_eviction": (op.get("customMetrics") or {}).get("numRowsReadDuringEviction")}
+                           "read_for_eviction": (op.get("customMetrics") or {}).get("numRowsReadDuringEviction"),
+                           "custom_metrics": op.get("customMetrics") or {}}
                           for op in summary.operators]}
 
 

@@ -14,11 +14,11 @@ THRESHOLD = 20
 
 @pytest.fixture
 def real_time(spark, configured, start_query):
-    """Start the real-time query with a given checkpoint interval on this test's topics."""
-    def start(checkpoint_interval: str):
+    """Start the real-time query with a given checkpoint interval (and --set overrides) on this test's topics."""
+    def start(checkpoint_interval: str, *overrides: str):
         settings = configured(f"hot_pages.threshold={THRESHOLD}", "operational.starting_offsets=earliest",
                               "operational.mode=real-time",
-                              f"operational.real_time.checkpoint_interval={checkpoint_interval}")
+                              f"operational.real_time.checkpoint_interval={checkpoint_interval}", *overrides)
         return settings, start_query(hot_pages.start, spark, settings)
 
     return start

@@ -87,10 +87,11 @@ def test_every_hot_window_gets_its_crossing_record_and_one_per_doubling(real_tim
 
 
 def test_the_watermark_moves_only_at_batch_boundaries(real_time):
-    """Inside a real-time batch the watermark stays where the batch began. A batch drops as late what
-    is at or before the watermark of the batch before it (as micro-batches do): a click is dropped
-    only once two boundaries have passed since the newest event time that makes it late."""
-    config, query = real_time("20 seconds")
+    """Inside a real-time batch the watermark stays where the batch began. With dropDuplicates and a
+    count, a batch drops as late what is at or before the watermark of the batch before it (as
+    micro-batches do): a click is dropped only once two boundaries have passed since the newest event
+    time that makes it late."""
+    config, query = real_time("20 seconds", "operational.real_time.state_operator=drop-duplicates")
     send(config, click("base", "/base", "10:00:00.000", day=DAY))
     wait_for(lambda: batch_that_first_saw(query, f"{DAY}T10:00:00") is not None, 120,
              "a batch boundary after the first click")
@@ -122,3 +123,31 @@ def test_the_watermark_moves_only_at_batch_boundaries(real_time):
     wait_for(lambda: last_batch_ended(query) > ahead_batch + 1, 60, "the end of the batch that dropped it")
     dropped = sum(op["numRowsDroppedByWatermark"] for op in query.recentProgress[-1]["stateOperators"])
     assert dropped >= 21
+
+
+def test_the_one_processor_drops_a_click_once_a_batch_begins_with_the_watermark_past_its_window(real_time):
+    """With the JVM processor (state_operator transform-with-state) the watermark also stays where the
+    batch began, and a batch drops as late a click whose window ended at or before that watermark, its
+    own: one boundary after the newest event time that makes it late, where dropDuplicates needs two."""
+    config, query = real_time("20 seconds", "operational.real_time.state_operator=transform-with-state")
+    send(config, click("base", "/base", "10:00:00.000", day=DAY))
+    wait_for(lambda: batch_that_first_saw(query, f"{DAY}T10:00:00") is not None, 120,
+             "a batch boundary after the first click")
+
+    # Sent at once, just after a boundary, so read in one 20-s batch: /ahead moves the newest event time
+    # two minutes on, and /late's window, two minutes behind, still takes its 21st click after it.
+    send(config, *clicks("/late", 0, 20, "00:10"), *clicks("/ahead", 0, 21, "02:00"), *clicks("/late", 20, 1, "00:11"))
+    wait_for_alert(config, "/ahead", "the /ahead window's alert", timeout_s=15)
+    wait_for_alert(config, "/late", "the /late window's alert, from the same batch", timeout_s=15)
+
+    # The batch after the one that read /ahead begins with the watermark 10:01:55 and drops a window
+    # two minutes behind whole.
+    wait_for(lambda: batch_that_first_saw(query, f"{DAY}T10:02:00") is not None, 60,
+             "the end of the batch that read /ahead")
+    send(config, *clicks("/one-boundary", 0, 21, "00:30"), *clicks("/sentinel", 0, 21, "02:01"))
+    wait_for_alert(config, "/sentinel", "the sentinel window's alert")
+
+    assert alerted(alert_records(config), "/one-boundary") == []
+    assert alerted(alert_records(config), "/late") == [21]
+    assert alerted(alert_records(config), "/ahead") == [21]
+    assert query.exception() is None

@@ -22,27 +22,10 @@ from lakehouse.bench.time_to_alert import crossing_clicks
 from shared.rule import (alerted_count, assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
                          is_alerted_count)
 from tests.conftest import make_config
-from tests.helpers import click
+from tests.crafted import records
 
 TOPIC = "page-clicks"
 OUTPUT_TIME = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
-
-
-def records() -> list[bytes | None]:
-    """Valid clicks over three windows and two pages, exact copies, copies in another partition's
-    offsets, copies stamped with another window or page, clicks on the windows' bounds, and invalid
-    records that must count nowhere."""
-    values = [click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(5)]          # /a 10:00:00: 5
-    values += [click("a1", "/a", "10:00:01.000"), click("a3", "/a", "10:00:03.000")]  # copies
-    values += [click("b0", "/b", "10:00:04.999"), click("b1", "/b", "10:00:05.000")]  # either side of a bound
-    values += [click(f"c{n}", "/a", f"10:00:1{n}.500") for n in range(3)]          # /a 10:00:10: 3
-    values += [click("c0", "/a", "10:00:10.500"), click("n1", "/b", "10:00:05.000", userId="u1")]
-    # copies stamped with another window, and with another page: each counts there once more
-    values += [click("a2", "/a", "10:00:07.000"), click("a4", "/b", "10:00:04.000"), click("a4", "/b", "10:00:04.000")]
-    values += [None, b"\xff", b"{}", b'{"eventId":"x","pageId":"/a","eventTime":"10:00"}',
-               b'{"eventId":true,"pageId":"/a","eventTime":"2026-11-22T10:00:01Z"}',
-               click("t1", "/a", "10:00:02.000") + b" trailing"]
-    return values
 
 
 def test_the_model_counts_every_window_as_the_fast_path_does(spark):

@@ -35,6 +35,16 @@ def test_a_recent_java_is_accepted(tmp_path, monkeypatch):
     assert java_executable() == str(tmp_path / "bin" / "java")
 
 
+def test_a_java_without_javac_is_reported_with_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("JAVA_HOME", str(fake_java(tmp_path, 'openjdk version "17.0.9" 2023-10-17')))
+
+    problems = check()
+
+    assert any("javac was not found" in p and "openjdk-17-jdk-headless" in p for p in problems), problems
+    (tmp_path / "bin" / "javac").write_text("#!/bin/sh\n")
+    assert not any("javac" in p for p in check())
+
+
 def test_missing_java_and_maven_are_both_reported(tmp_path, monkeypatch):
     monkeypatch.delenv("JAVA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))

@@ -1,0 +1,121 @@
+package lakehouse.operational;
+
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+
+import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.streaming.ExpiredTimerInfo;
+import org.apache.spark.sql.streaming.MapState;
+import org.apache.spark.sql.streaming.OutputMode;
+import org.apache.spark.sql.streaming.StatefulProcessor;
+import org.apache.spark.sql.streaming.TTLConfig;
+import org.apache.spark.sql.streaming.TimeMode;
+import org.apache.spark.sql.streaming.TimerValues;
+import org.apache.spark.sql.streaming.ValueState;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructType;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Each page window's running count of distinct eventIds, one row out per eventId first seen in it:
+ * (pageId, windowStart, windowEnd, clickCount). The hot-page rule itself (which counts alert) stays in
+ * Python (shared/rule.py); this is only the counting, in one stateful operator.
+ *
+ * <p>Why Java: Spark 4.3's real-time mode runs transformWithState written for the JVM, not Python's. Its
+ * state is cleared during the batch, window by window, as processing-time timers find the watermark past
+ * a window's end; Spark's dropDuplicates finishes its eviction by scanning its whole state at each batch
+ * end, and no alert leaves meanwhile.
+ *
+ * <p>The watermark is the query's event-time watermark (declared upstream with withWatermark): an event
+ * whose window ended at or before it is late and not counted, and a window's state goes once the
+ * watermark passes its end, never before, however long the stream is idle or down.
+ *
+ * <pre>
+ *   Dataset&lt;Row&gt; counts = RunningDistinctCounts.of(windowedEvents, 5000);
+ * </pre>
+ */
+public final class RunningDistinctCounts extends StatefulProcessor<String, Row, Row> {
+  private static final long serialVersionUID = 1L;
+
+  private final long recheckMs;
+  private transient MapState<String, Boolean> eventIds;
+  private transient ValueState<Long> clickCount;
+
+  private RunningDistinctCounts(long recheckMs) {
+    this.recheckMs = recheckMs;
+  }
+
+  /**
+   * The running counts of `events` (pageId, windowStart, windowEnd, eventId; a watermark declared on
+   * their event time). A window's state is looked at every `recheckMs` of processing time from its first
+   * event on, and cleared at the first look after the watermark passed its end.
+   */
+  public static Dataset<Row> of(Dataset<Row> events, long recheckMs) {
+    Dataset<Row> input = events.select("pageId", "windowStart", "windowEnd", "eventId");
+    StructType counts = new StructType(Arrays.copyOf(input.schema().fields(), 3))
+        .add("clickCount", DataTypes.LongType, false);
+    // The key leads with the window's end, which the timer reads back; pageId is the rest, whatever it holds.
+    MapFunction<Row, String> key = row -> millis(row.get(2)) + " " + row.getString(0);
+    return input
+        .groupByKey(key, Encoders.STRING())
+        .transformWithState(new RunningDistinctCounts(recheckMs), TimeMode.ProcessingTime(),
+                            OutputMode.Update(), Encoders.row(counts));
+  }
+
+  @Override
+  public void init(OutputMode outputMode, TimeMode timeMode) {
+    eventIds = getHandle().getMapState("eventIds", Encoders.STRING(), Encoders.BOOLEAN(), TTLConfig.NONE());
+    clickCount = getHandle().getValueState("clickCount", Encoders.LONG(), TTLConfig.NONE());
+  }
+
+  @Override
+  public scala.collection.Iterator<Row> handleInputRows(String key, scala.collection.Iterator<Row> rows,
+                                                       TimerValues timerValues) {
+    long watermark = timerValues.getCurrentWatermarkInMs();
+    List<Row> out = new ArrayList<>();
+    while (rows.hasNext()) {
+      Row event = rows.next();  // pageId, windowStart, windowEnd, eventId
+      if (millis(event.get(2)) <= watermark) {
+        continue;  // late: its window has closed
+      }
+      String eventId = event.getString(3);
+      if (eventIds.containsKey(eventId)) {
+        continue;
+      }
+      eventIds.updateValue(eventId, Boolean.TRUE);
+      Long before = clickCount.get();
+      if (before == null) {
+        getHandle().registerTimer(timerValues.getCurrentProcessingTimeInMs() + recheckMs);
+      }
+      long count = before == null ? 1L : before + 1L;
+      clickCount.update(count);
+      out.add(RowFactory.create(event.get(0), event.get(1), event.get(2), count));
+    }
+    return CollectionConverters.asScala(out.iterator());
+  }
+
+  @Override
+  public scala.collection.Iterator<Row> handleExpiredTimer(String key, TimerValues timerValues,
+                                                           ExpiredTimerInfo expiredTimerInfo) {
+    long windowEnd = Long.parseLong(key.substring(0, key.indexOf(' ')));
+    if (windowEnd <= timerValues.getCurrentWatermarkInMs()) {
+      eventIds.clear();
+      clickCount.clear();
+    } else {
+      getHandle().registerTimer(timerValues.getCurrentProcessingTimeInMs() + recheckMs);
+    }
+    return CollectionConverters.asScala(Collections.<Row>emptyIterator());
+  }
+
+  private static long millis(Object time) {
+    return time instanceof Instant ? ((Instant) time).toEpochMilli() : ((Timestamp) time).getTime();
+  }
+}

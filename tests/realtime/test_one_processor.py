@@ -1,0 +1,35 @@
+"""The fast path's JVM processor (`operational.hot_pages.running_distinct_counts`, built by `make setup`
+from operational/jvm) counts each window as the rule does, on the crafted clicks of tests/crafted.py
+read as one static frame (no watermark yet, so nothing is late)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timedelta
+
+from operational.hot_pages import running_distinct_counts, watermarked_events
+from shared.rule import count_distinct_clicks_per_window
+from tests.conftest import make_config
+from tests.crafted import records
+
+TOPIC = "page-clicks"
+
+
+def test_the_processor_writes_each_windows_count_each_time_it_grows_as_the_rule_counts_it(spark):
+    config = make_config(f"kafka.topics.clicks={TOPIC}")
+    received = datetime.fromisoformat("2026-11-22 10:00:30")
+    kafka = spark.createDataFrame([(b"k", value, TOPIC, 0, offset, received) for offset, value in enumerate(records())],
+                                  "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
+    events = kafka.transform(watermarked_events, config.hot_pages, config.quality)
+
+    written = defaultdict(list)
+    for row in events.transform(running_distinct_counts, config.hot_pages.window, timedelta(seconds=30)).collect():
+        written[(row.pageId, row.windowStart)].append(row.clickCount)
+    rule = {(row.pageId, row.windowStart): row.clickCount
+            for row in events.transform(count_distinct_clicks_per_window, config.hot_pages.window).collect()}
+
+    assert {window: sorted(counts) for window, counts in written.items()} == {
+        window: list(range(1, count + 1)) for window, count in rule.items()}
+    # /a 10:00:00: 5, /b 10:00:00: 2, /a 10:00:05: 1, /b 10:00:05: 2, /a 10:00:10: 3 (tests/crafted.py)
+    assert sorted((page, count) for (page, _), count in rule.items()) == [("/a", 1), ("/a", 3), ("/a", 5),
+                                                                          ("/b", 2), ("/b", 2)]
