@@ -22,7 +22,7 @@ OPERATORS_JAR := $(JARS)/fast/lakehouse-operational.jar
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written-both $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m lakehouse.prerequisites
@@ -60,11 +60,12 @@ $(OPERATORS_JAR): $(OPERATORS_SRC) $(JARS)/fast/.resolved $(FAST_BIN)/.installed
 	@rm -rf $(JARS)/operator-classes && mkdir -p $(JARS)/operator-classes
 	@$(JDK_BIN)javac --release 17 -Xlint:all,-path -Werror -d $(JARS)/operator-classes \
 		-cp "$$($(FAST_BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $(OPERATORS_SRC)
-	@$(JDK_BIN)jar --create --file $@ -C $(JARS)/operator-classes .
+	@$(JDK_BIN)jar --create --file $@.tmp -C $(JARS)/operator-classes . && mv $@.tmp $@  # a running JVM keeps the old one
 
-$(JARS)/class-archive/.written: $(BIN)/.installed $(JARS)/spark/.resolved
-	@echo "setup: the Spark JVM's class-data archive (about 40 s once; every command then starts ~8 s sooner)"
+$(JARS)/class-archive/.written-both: $(BIN)/.installed $(JARS)/spark/.resolved $(FAST_BIN)/.installed $(OPERATORS_JAR)
+	@echo "setup: each runtime's Spark JVM class-data archive (about 40 s each, once; every command then starts ~8 s sooner)"
 	@$(BIN)/python -m lakehouse.class_archive
+	@$(FAST_BIN)/python -m lakehouse.class_archive
 	@mkdir -p $(JARS)/class-archive && touch $@
 
 $(JARS)/broker/.resolved: pom.xml

@@ -19,7 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from shared.jvm import ARCHIVE_DIR, archive_path
+from shared.jvm import ARCHIVE_DIR, archive_path, archive_prefix
+from shared.runtime import RUNTIMES, current
 
 
 def write_archive(report=print) -> Path:
@@ -32,25 +33,47 @@ def write_archive(report=print) -> Path:
         report(f"class archive: {target} is up to date")
         return target
     ARCHIVE_DIR.mkdir(parents=True, exist_ok=True)
-    for stale in ARCHIVE_DIR.glob("*.jsa"):
-        stale.unlink()
+    others = [archive_prefix(runtime.name) for runtime in RUNTIMES if runtime != current()]
+    for stale in ARCHIVE_DIR.glob("*.jsa"):  # this runtime's older archives, and any of no runtime
+        if not any(stale.name.startswith(prefix) for prefix in others):
+            stale.unlink()
     partial = target.with_suffix(".partial")
     with tempfile.TemporaryDirectory(prefix="class-archive-") as scratch:
         config = with_overrides(load_config(), [
             f"storage.root={scratch}", "spark.ui_enabled=false", "spark.log_level=ERROR",
             # what CDS cannot keep (signed jars, generated classes) it lists as warnings: errors only
             f"spark.conf.spark.driver.defaultJavaOptions=-XX:ArchiveClassesAtExit={partial} -Xlog:disable -Xlog:all=error:stderr"])
-        report("class archive: running a small Spark and Delta workload (about 40 s)")
+        report(f"class archive: running a small Spark workload of the {current().name} runtime (about 40 s)")
         spark = spark_session(config, class_archive=False)
-        table = str(Path(scratch) / "table")
-        spark.range(1000).selectExpr("id % 7 AS key", "id").write.format("delta").save(table)
-        spark.read.format("delta").load(table).groupBy("key").count().collect()
+        if current().delta:
+            table = str(Path(scratch) / "table")
+            spark.range(1000).selectExpr("id % 7 AS key", "id").write.format("delta").save(table)
+            spark.read.format("delta").load(table).groupBy("key").count().collect()
+        else:  # the fast path's transform on a few crafted Kafka records
+            fast_path_workload(spark, config)
         stop_and_await_jvm(spark)
     if not partial.is_file():
         raise RuntimeError(f"the JVM wrote no class archive at {partial}")
     partial.rename(target)
     report(f"class archive: {target} ({target.stat().st_size / 2**20:.0f} MiB)")
     return target
+
+
+def fast_path_workload(spark, config) -> None:
+    """The fast path's whole transform (parsing, its state operator, alert records) over a static frame
+    of Kafka-shaped records, so that the classes a fast-path restart loads are in its archive."""
+    import json
+    from datetime import datetime, timezone
+
+    from operational.hot_pages import alerting_transform
+
+    now = datetime.now(timezone.utc)
+    values = [json.dumps({"eventId": f"e{n}", "pageId": f"/p{n % 3}", "eventTime": now.isoformat()}).encode()
+              for n in range(50)] + [b"not a click"]
+    kafka = spark.createDataFrame([(None, value, "clicks", 0, offset, now, 0) for offset, value in enumerate(values)],
+                                  "key binary, value binary, topic string, partition int, offset long, "
+                                  "timestamp timestamp, timestampType int")
+    kafka.transform(alerting_transform(config.operational), config.hot_pages, config.quality).collect()
 
 
 def main(argv: list[str] | None = None) -> int:

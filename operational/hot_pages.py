@@ -29,6 +29,7 @@ from datetime import timedelta
 from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from shared.alerts import ALERTING_QUERY, to_alert_records
@@ -38,6 +39,7 @@ from shared.errors import LakehouseError
 from shared.kafka import read_clicks_stream
 from shared.kafka_settings import spark_options
 from shared.parsing import parse_clicks, valid_clicks
+from shared.query_progress import LATE_METRICS
 from shared.rule import (assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
                          hot_windows, is_alerted_count, with_event_time_watermark)
 from shared.runtime import FAST_PATH, real_time_available
@@ -90,7 +92,10 @@ def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timed
     passed its end. The watermark moves only between real-time batches: with `recheck` the batch's
     length, the windows a batch end closed are cleared spread over the next batch, not all at its start."""
     recheck_ms = int(recheck.total_seconds() * 1000)
-    return jvm_dataset_transform(events.transform(assign_window, window), RUNNING_DISTINCT_COUNTS, "of", recheck_ms)
+    counts = jvm_dataset_transform(events.transform(assign_window, window), RUNNING_DISTINCT_COUNTS, "of", recheck_ms)
+    # The processor writes a count of 0 for each click it dropped as late: counted, then left out.
+    late = F.count(F.when(F.col("clickCount") == 0, True)).alias("late")
+    return counts.observe(LATE_METRICS, late).where(F.col("clickCount") > 0)
 
 
 def hot_page_alerts_in_one_processor(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig,

@@ -173,7 +173,7 @@ class RealTimeSettings(Section):
     #: None: spark.master, or local[task_slots] when that is local.
     master: str | None = None
     shuffle_partitions: int = Field(ge=1)
-    #: Closed windows' state rows evicted per click read, during the batch (0: all at its end).
+    #: With drop-duplicates: closed windows' state rows evicted per click read, during the batch (0: all at its end).
     evictions_per_record: int = Field(ge=0)
     #: What keeps the distinct count: transform-with-state, one JVM processor (operational/jvm) that
     #: clears each closed window during the batch; drop-duplicates, Spark's dropDuplicates then a count,

@@ -61,16 +61,22 @@ ARCHIVE_DIR = JARS_DIR / "class-archive"
 
 
 def archive_path() -> Path:
-    """The Spark JVM's class-data archive (`lakehouse.class_archive`) for this install's `java`, pyspark
+    """The Spark JVM's class-data archive (`lakehouse.class_archive`) for this runtime's `java`, pyspark
     and Spark jars (where they are: CDS also checks the class path); it may not exist yet. A new or
     moved install gets a new name, so a stale archive is never used."""
     import pyspark
 
     from shared.runtime import current
 
+    runtime = current()
     identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__, pyspark.__file__,
-                          *(str(path) for path in jars(current().jars))])  # CDS checks the class path itself
-    return ARCHIVE_DIR / f"spark-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
+                          *(str(path) for path in jars(runtime.jars))])  # CDS checks the class path itself
+    return ARCHIVE_DIR / f"{archive_prefix(runtime.name)}{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
+
+
+def archive_prefix(runtime: str) -> str:
+    """The start of the names of a runtime's archives: each runtime has its own, one at a time."""
+    return f"spark-{runtime}-"
 
 
 def class_archive_option() -> str | None:

@@ -76,6 +76,11 @@ def _sources_offsets(sources: list[dict[str, Any]], key: str) -> Offsets:
     return offsets
 
 
+#: The observed metrics (`late`) of a state operator that drops late clicks itself instead of reporting
+#: them as Spark's numRowsDroppedByWatermark: the fast path's JVM processor (operational/hot_pages.py).
+LATE_METRICS = "late_clicks"
+
+
 @dataclass(frozen=True)
 class ProgressSummary:
     """One batch of one query, from its progress report."""
@@ -132,7 +137,8 @@ class ProgressSummary:
             max_offsets_behind=max(most_behind) if most_behind else None,
             state_rows=sum(op.get("numRowsTotal", 0) for op in operators),
             state_memory_bytes=sum(op.get("memoryUsedBytes", 0) for op in operators),
-            dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators),
+            dropped_by_watermark=sum(op.get("numRowsDroppedByWatermark", 0) for op in operators)
+            + int((observed.get(LATE_METRICS) or {}).get("late") or 0),
             invalid_by_reason={reason: int(count) for reason, count in parsed.items()
                                if reason not in _NOT_A_REASON and count},
             watermark=(data.get("eventTime") or {}).get("watermark"),

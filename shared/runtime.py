@@ -67,6 +67,7 @@ class Runtime:
 
 MEDALLION = Runtime("medallion", PROJECT_ROOT / ".venv", "spark", delta=True)
 FAST_PATH = Runtime("fast-path", PROJECT_ROOT / ".venv-fast", "fast", delta=False)
+RUNTIMES = (MEDALLION, FAST_PATH)
 
 
 def pyspark_version() -> tuple[int, int]:

@@ -12,6 +12,7 @@ import json
 from collections import Counter
 from datetime import datetime, timedelta
 
+from shared.query_progress import ProgressSummary
 from tests.helpers import click, send, wait_for
 
 from tests.contract_oracle import alert_id
@@ -150,4 +151,8 @@ def test_the_one_processor_drops_a_click_once_a_batch_begins_with_the_watermark_
     assert alerted(alert_records(config), "/one-boundary") == []
     assert alerted(alert_records(config), "/late") == [21]
     assert alerted(alert_records(config), "/ahead") == [21]
+    # the processor's late clicks are reported as Spark reports its own operators' (late dropped)
+    wait_for(lambda: batch_that_first_saw(query, f"{DAY}T10:02:01") is not None, 60,
+             "the end of the batch that read the sentinel, and dropped /one-boundary")
+    assert sum(ProgressSummary.of(progress).dropped_by_watermark for progress in query.recentProgress) == 21
     assert query.exception() is None

@@ -26,3 +26,13 @@ def test_the_driver_maps_the_archive_only_when_it_exists(monkeypatch, tmp_path):
     jvm.archive_path().write_bytes(b"")
     assert f"-XX:SharedArchiveFile={jvm.archive_path()}" in _driver_options(config).split()
     assert "SharedArchiveFile" not in spark_conf(config, class_archive=False)["spark.driver.extraJavaOptions"]
+
+
+def test_each_runtime_has_an_archive_of_its_own(monkeypatch):
+    import shared.runtime as runtime
+
+    medallion = jvm.archive_path()
+    monkeypatch.setattr(runtime, "current", lambda: runtime.FAST_PATH)
+    fast_path = jvm.archive_path()
+
+    assert medallion.name.startswith("spark-medallion-") and fast_path.name.startswith("spark-fast-path-")

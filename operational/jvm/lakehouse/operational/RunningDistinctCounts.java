@@ -26,8 +26,10 @@ import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Each page window's running count of distinct eventIds, one row out per eventId first seen in it:
- * (pageId, windowStart, windowEnd, clickCount). The hot-page rule itself (which counts alert) stays in
- * Python (shared/rule.py); this is only the counting, in one stateful operator.
+ * (pageId, windowStart, windowEnd, clickCount), and a row with clickCount 0 per click dropped as late, for
+ * the caller to count (Spark counts late rows only for its own operators). The hot-page rule itself
+ * (which counts alert) stays in Python (shared/rule.py); this is only the counting, in one stateful
+ * operator.
  *
  * <p>Why Java: Spark 4.3's real-time mode runs transformWithState written for the JVM, not Python's. Its
  * state is cleared during the batch, window by window, as processing-time timers find the watermark past
@@ -83,8 +85,9 @@ public final class RunningDistinctCounts extends StatefulProcessor<String, Row, 
     List<Row> out = new ArrayList<>();
     while (rows.hasNext()) {
       Row event = rows.next();  // pageId, windowStart, windowEnd, eventId
-      if (millis(event.get(2)) <= watermark) {
-        continue;  // late: its window has closed
+      if (millis(event.get(2)) <= watermark) {  // late: its window has closed
+        out.add(RowFactory.create(event.get(0), event.get(1), event.get(2), 0L));
+        continue;
       }
       String eventId = event.getString(3);
       if (eventIds.containsKey(eventId)) {
