@@ -250,6 +250,13 @@ def test_a_progress_report_is_read_once_into_the_fields_every_reader_uses():
     assert query_progress.records_behind(summary, {("clicks", 0): 150, ("other", 0): 9}, "clicks") == 50
 
 
+def test_the_clicks_a_processor_drops_as_late_itself_count_as_dropped_by_the_watermark():
+    report = {"name": "hot_pages", "batchId": 3, "stateOperators": [{"numRowsDroppedByWatermark": 0}],
+              "observedMetrics": {query_progress.LATE_METRICS: {"late": 21}}}
+
+    assert query_progress.ProgressSummary.of(report).dropped_by_watermark == 21
+
+
 def test_a_status_row_prints_when_it_says_something_new_and_its_clocks_do_not_count():
     printed: list[str] = []
     rows = ChangedRows(printed.append)
