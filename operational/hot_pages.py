@@ -68,12 +68,14 @@ def hot_page_alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConf
     )
 
 
-def hot_page_alerts_real_time(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
+def hot_page_alerts_real_time(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig,
+                              count: Callable[[DataFrame, timedelta], DataFrame] = count_first_copies_per_window,
+                              ) -> DataFrame:
     """Kafka click records -> alert records (key, value), real-time mode: a record at the crossing and
-    at each doubling of it."""
+    at each doubling of it, from the running counts per window that `count` keeps."""
     return (
         clicks.transform(watermarked_events, hot, quality)
-        .transform(count_first_copies_per_window, hot.window)
+        .transform(count, hot.window)
         .where(is_alerted_count(hot.threshold))
         .transform(to_alert_records, hot.threshold)
     )
@@ -98,25 +100,15 @@ def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timed
     return counts.observe(LATE_METRICS, late).where(F.col("clickCount") > 0)
 
 
-def hot_page_alerts_in_one_processor(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig,
-                                     batch: timedelta) -> DataFrame:
-    """`hot_page_alerts_real_time` with its count kept by `running_distinct_counts`, in real-time
-    batches `batch` long."""
-    return (
-        clicks.transform(watermarked_events, hot, quality)
-        .transform(running_distinct_counts, hot.window, batch)
-        .where(is_alerted_count(hot.threshold))
-        .transform(to_alert_records, hot.threshold)
-    )
-
-
 def alerting_transform(operational: OperationalConfig) -> Callable[[DataFrame, HotPagesConfig, QualityConfig], DataFrame]:
     """The whole fast path as one transform, for `operational.mode` (and in real-time mode,
     `operational.real_time.state_operator`)."""
     if operational.mode == "micro-batch":
         return hot_page_alerts
     if operational.real_time.state_operator == "transform-with-state":
-        return partial(hot_page_alerts_in_one_processor, batch=operational.real_time.checkpoint_interval)
+        # each window looked at once per real-time batch (`running_distinct_counts`)
+        counts = partial(running_distinct_counts, recheck=operational.real_time.checkpoint_interval)
+        return partial(hot_page_alerts_real_time, count=counts)
     return hot_page_alerts_real_time
 
 
