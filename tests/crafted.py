@@ -3,7 +3,12 @@ and the fast path's JVM processor in tests/realtime): the windows' expected coun
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from tests.helpers import click
+
+#: The topic the crafted records are read from.
+TOPIC = "page-clicks"
 
 
 def records() -> list[bytes | None]:
@@ -21,3 +26,10 @@ def records() -> list[bytes | None]:
                b'{"eventId":true,"pageId":"/a","eventTime":"2026-11-22T10:00:01Z"}',
                click("t1", "/a", "10:00:02.000") + b" trailing"]
     return values
+
+
+def as_one_partition(spark):
+    """`records()` as a Kafka source's frame: one partition, in offset order, all received at 10:00:30."""
+    received = datetime.fromisoformat("2026-11-22 10:00:30")
+    return spark.createDataFrame([(b"k", value, TOPIC, 0, offset, received) for offset, value in enumerate(records())],
+                                 "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")

@@ -5,22 +5,17 @@ read as one static frame (no watermark yet, so nothing is late)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from operational.hot_pages import running_distinct_counts, watermarked_events
 from shared.rule import count_distinct_clicks_per_window
 from tests.conftest import make_config
-from tests.crafted import records
-
-TOPIC = "page-clicks"
+from tests.crafted import TOPIC, as_one_partition
 
 
 def test_the_processor_writes_each_windows_count_each_time_it_grows_as_the_rule_counts_it(spark):
     config = make_config(f"kafka.topics.clicks={TOPIC}")
-    received = datetime.fromisoformat("2026-11-22 10:00:30")
-    kafka = spark.createDataFrame([(b"k", value, TOPIC, 0, offset, received) for offset, value in enumerate(records())],
-                                  "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
-    events = kafka.transform(watermarked_events, config.hot_pages, config.quality)
+    events = as_one_partition(spark).transform(watermarked_events, config.hot_pages, config.quality)
 
     written = defaultdict(list)
     for row in events.transform(running_distinct_counts, config.hot_pages.window, timedelta(seconds=30)).collect():

@@ -22,9 +22,8 @@ from lakehouse.bench.time_to_alert import crossing_clicks
 from shared.rule import (alerted_count, assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
                          is_alerted_count)
 from tests.conftest import make_config
-from tests.crafted import records
+from tests.crafted import TOPIC, as_one_partition, records
 
-TOPIC = "page-clicks"
 OUTPUT_TIME = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 
 
@@ -78,10 +77,7 @@ def test_time_to_alert_measures_from_the_click_that_turns_each_alerted_window_ho
 def test_the_real_time_count_is_the_micro_batch_count(spark):
     """The two modes' counts (one set per window; first copies then a count) agree window by window."""
     config = make_config(f"kafka.topics.clicks={TOPIC}")
-    received = datetime.fromisoformat("2026-11-22 10:00:30")
-    kafka = spark.createDataFrame([(b"k", value, TOPIC, 0, offset, received) for offset, value in enumerate(records())],
-                                  "key binary, value binary, topic string, partition int, offset long, timestamp timestamp")
-    events = kafka.transform(watermarked_events, config.hot_pages, config.quality)
+    events = as_one_partition(spark).transform(watermarked_events, config.hot_pages, config.quality)
 
     def counts(transform) -> dict:
         return {(row.pageId, row.windowStart): row.clickCount
