@@ -63,7 +63,7 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
     return report
 
 
-_FIGURES = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "alerts", "missed_windows", "batch_boundaries")
+_FIGURES = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "alerts", "missed_windows", "batch_boundaries", "warmup")
 _TRAFFIC = ("valid", "offered_rate", "delivered_rate", "input_rate")
 
 

@@ -58,9 +58,17 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     runtime = FAST_PATH if config.operational.mode == "real-time" else MEDALLION
     command = command_in(runtime, "lakehouse.cli", "operational", "--progress-json", *child_options(config))
     reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
+    query_started: dict[int, datetime] = {}
+    said: dict[int, list[tuple[datetime, str]]] = {0: [], 1: []}
 
     def fast_path(run: int) -> PathProcess:
-        return PathProcess(command, relay=lambda line: None, on_progress=reports[run].append)
+        def relay(line: str) -> None:
+            if run not in query_started:  # what it said while starting, with when
+                said[run].append((datetime.now(timezone.utc), line))
+            if "] started (query id" in line:
+                query_started.setdefault(run, datetime.now(timezone.utc))
+
+        return PathProcess(command, relay=relay, on_progress=reports[run].append)
 
     offsets = consumer_for(config.kafka)
     partitions = [TopicPartition(clicks, p) for p in sorted(offsets.partitions_for_topic(clicks))]
@@ -103,7 +111,26 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
             "killed_s_after_commit": round((restarted_at - last_commit).total_seconds(), 1) if last_commit else None,
             "replayed_records": sum(max(0, end_at_kill[tp] - int(began.get(str(tp.partition), 0))) for tp in partitions),
             "alert_records_written_twice": _written_twice(config, alerts),
+            "restart": _restart_timeline(restarted_at, query_started.get(1), reports[1], said[1]),
             **_from_the_topics(config, restarted_at)}
+
+
+def _restart_timeline(restarted_at: datetime, query_started: datetime | None,
+                      reports: list[dict[str, Any]], said: list[tuple[datetime, str]]) -> dict[str, Any]:
+    """Where a restart's time goes before its first batch reads: the process, its JVM and session up
+    to the query's start (`query_started_s`, with what the process said meanwhile and when), then the
+    first batch's own parts (its progress report)."""
+    first = ProgressSummary.of(reports[0]) if reports else None
+
+    def since(moment: datetime | None) -> float | None:
+        return round((moment - restarted_at).total_seconds(), 3) if moment else None
+
+    return {"query_started_s": since(query_started),
+            "said": [f"{since(moment):.1f} s: {line}" for moment, line in said],
+            "first_batch_started_s": since(first.started_at) if first else None,
+            "first_batch_ms": {part: first.durations_ms.get(part) for part in ("queryPlanning", "latestOffset", "walCommit")}
+            | {"state_load": sum((op.get("customMetrics") or {}).get("rocksdbLoadLatencyMs", 0) for op in first.operators)}
+            if first else None}
 
 
 def _from_the_topics(config: Config, restarted_at: datetime) -> dict[str, Any]:

@@ -64,19 +64,19 @@ def window_latencies(spark: SparkSession, config: Config) -> DataFrame:
 
 def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime | None = None) -> dict[str, Any]:
     """Latency percentiles over every alerted window (crossed at or after `measured_from`), with what
-    could not be matched. The windows that crossed before `measured_from`, and their alerts, are
-    counted as `warmup_windows` and left out."""
+    could not be matched. The windows that crossed before `measured_from` are left out: counted as
+    `warmup_windows`, with their own percentiles under `warmup`."""
     windows = window_latencies(spark, config).collect()
-    warmup = 0
+    warm = []
     if measured_from is not None:
-        warm = {row.alertId for row in windows if row.crossedAt is not None and row.crossedAt < naive_local(measured_from)}
-        warmup = len(warm)
-        windows = [row for row in windows if row.alertId not in warm]
-    latencies = sorted(row.latencyMs for row in windows if row.latencyMs is not None)
+        warm = [row for row in windows if row.crossedAt is not None and row.crossedAt < naive_local(measured_from)]
+        left_out = {row.alertId for row in warm}
+        windows = [row for row in windows if row.alertId not in left_out]
     return {
-        **percentiles(latencies),
+        **percentiles(sorted(row.latencyMs for row in windows if row.latencyMs is not None)),
         "alerts": sum(1 for row in windows if row.firstAlertAt is not None),
-        "warmup_windows": warmup,
+        "warmup_windows": len(warm),
+        "warmup": percentiles(sorted(row.latencyMs for row in warm if row.latencyMs is not None)),
         "windows_over_threshold": sum(1 for row in windows if row.crossedAt is not None),
         "missed_windows": sum(1 for row in windows if row.firstAlertAt is None),
         "alerts_without_crossing": sum(1 for row in windows if row.crossedAt is None),

@@ -75,3 +75,11 @@ def test_records_behind_counts_what_the_last_report_had_not_read_of_every_partit
     assert records_behind(report({"0": 100}), end, "clicks") == 50  # a partition it has not read yet
     assert records_behind(report({"0": 100, "1": 50}), end, "clicks") == 0
     assert records_behind(report({"0": 120, "1": 51}), end, "clicks") == 0  # read past `end`: not negative
+
+
+def test_real_time_latency_is_measured_after_the_starts_first_two_batch_ends():
+    from lakehouse.bench.measured_run import warmup_s
+
+    assert warmup_s(make_config("operational.mode=micro-batch")) == 10.0
+    assert warmup_s(make_config("operational.mode=real-time", "operational.real_time.checkpoint_interval=30 seconds")) == 70.0
+    assert warmup_s(make_config("operational.mode=real-time", "operational.real_time.checkpoint_interval=5 seconds")) == 20.0
