@@ -278,7 +278,7 @@ WARMUP_S = 10.0
 #: Batch ends a start pays once, kept out of the steady state in real-time mode: the first commit of
 #: a new checkpoint creates the state store's column families, and Spark snapshots the state there;
 #: the second batch still plans with code the JVM has not compiled yet. Their windows are reported
-#: apart, as `warmup` (operational/README.md, "The batch boundary").
+#: apart, as `warmup` (operational/README.md, where it describes how each run is measured).
 STARTUP_BATCH_ENDS = 2
 
 
