@@ -58,15 +58,12 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     runtime = FAST_PATH if config.operational.mode == "real-time" else MEDALLION
     command = command_in(runtime, "lakehouse.cli", "operational", "--progress-json", *child_options(config))
     reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
-    query_started: dict[int, datetime] = {}
-    said: dict[int, list[tuple[datetime, str]]] = {0: [], 1: []}
+    said_while_restarting: list[tuple[datetime, str]] = []  # what the restarted process said, with when
 
     def fast_path(run: int) -> PathProcess:
         def relay(line: str) -> None:
-            if run not in query_started:  # what it said while starting, with when
-                said[run].append((datetime.now(timezone.utc), line))
-            if "] started (query id" in line:
-                query_started.setdefault(run, datetime.now(timezone.utc))
+            if run == 1 and not _query_started(said_while_restarting):
+                said_while_restarting.append((datetime.now(timezone.utc), line))
 
         return PathProcess(command, relay=relay, on_progress=reports[run].append)
 
@@ -111,12 +108,17 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
             "killed_s_after_commit": round((restarted_at - last_commit).total_seconds(), 1) if last_commit else None,
             "replayed_records": sum(max(0, end_at_kill[tp] - int(began.get(str(tp.partition), 0))) for tp in partitions),
             "alert_records_written_twice": _written_twice(config, alerts),
-            "restart": _restart_timeline(restarted_at, query_started.get(1), reports[1], said[1]),
+            "restart": _restart_timeline(restarted_at, reports[1], said_while_restarting),
             **_from_the_topics(config, restarted_at)}
 
 
-def _restart_timeline(restarted_at: datetime, query_started: datetime | None,
-                      reports: list[dict[str, Any]], said: list[tuple[datetime, str]]) -> dict[str, Any]:
+def _query_started(said: list[tuple[datetime, str]]) -> datetime | None:
+    """When the process said its query started, if it has."""
+    return next((moment for moment, line in said if "] started (query id" in line), None)
+
+
+def _restart_timeline(restarted_at: datetime, reports: list[dict[str, Any]],
+                      said: list[tuple[datetime, str]]) -> dict[str, Any]:
     """Where a restart's time goes before its first batch reads: the process, its JVM and session up
     to the query's start (`query_started_s`, with what the process said meanwhile and when), then the
     first batch's own parts (its progress report)."""
@@ -125,7 +127,7 @@ def _restart_timeline(restarted_at: datetime, query_started: datetime | None,
     def since(moment: datetime | None) -> float | None:
         return round((moment - restarted_at).total_seconds(), 3) if moment else None
 
-    return {"query_started_s": since(query_started),
+    return {"query_started_s": since(_query_started(said)),
             "said": [f"{since(moment):.1f} s: {line}" for moment, line in said],
             "first_batch_started_s": since(first.started_at) if first else None,
             "first_batch_ms": {part: first.durations_ms.get(part) for part in ("queryPlanning", "latestOffset", "walCommit")}

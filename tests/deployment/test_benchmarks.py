@@ -47,6 +47,9 @@ def test_bench_recovery_restarts_after_a_kill_and_misses_no_window(config_overri
 
     assert report["valid"] is True and report["missed_windows"] == 0
     assert report["first_alert_after_restart_s"] is not None and report["first_alert_after_restart_s"] > 0
+    restart = report["restart"]  # the restarted process's own timeline: its query starts, then its first batch
+    assert 0 < restart["query_started_s"] <= restart["first_batch_started_s"] < report["first_alert_after_restart_s"]
+    assert "] started (query id" in restart["said"][-1] and restart["first_batch_ms"]["queryPlanning"] > 0
 
 
 def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
