@@ -21,7 +21,8 @@ import os
 import shutil
 import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 
 from shared.errors import MissingDependencyError
 
@@ -76,6 +77,27 @@ def _not_an_interrupted_jvm_call(record: logging.LogRecord) -> bool:
             return False
         error = error.__cause__ or error.__context__
     return True
+
+
+@contextmanager
+def stops_deferred() -> Iterator[None]:
+    """A stop (SIGINT, SIGTERM) that arrives during the block takes effect as the block ends: a
+    KeyboardInterrupt then, as `stop_signals_interrupt` would have raised at once.
+
+    For a command's start-up work in the JVM (the Spark session's launch, a Delta table's first
+    commit): a KeyboardInterrupt abandons the Py4J call but not the job behind it, which then fails
+    as the JVM shuts down under it, in errors and stack traces nobody can act on. Main thread only.
+    """
+    requested: list[int] = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: requested.append(signum))
+                for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if requested:
+        raise KeyboardInterrupt
 
 
 def dying_with_parent(command: Sequence[str]) -> list[str]:

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -92,6 +92,7 @@ def monitored(config: Config, application: str,
     (lakehouse.monitoring.metrics)."""
     from lakehouse.catalog import QUERIES_BY_PATH
     from shared.checkpoints import exclusive
+    from shared.processes import stops_deferred
     from lakehouse.monitoring.live_consumers import consumer_readings
     from shared.broker_readings import BrokerOffsets
     from lakehouse.monitoring.metrics import QueryFacts, require_free_port, serving
@@ -101,18 +102,21 @@ def monitored(config: Config, application: str,
     from shared.spark import spark_session
 
     streams = QUERIES_BY_PATH[application]
-    with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks:
+    with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks, \
+            ExitStack() as started:
         require_free_port(config.metrics, application)  # said before Spark takes seconds to start
-        spark = spark_session(config, application=application)
-        locks.record_jvm(jvm_pid(spark))
-        facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
-        with serving(config.metrics, application, facts, BrokerOffsets(config.kafka),
-                     live=lambda: consumer_readings(spark)) as metrics, \
-                recording(spark, table_location(config) if current().delta else None, echo) as recorder, \
-                watching(spark, recorder, metrics):
-            if metrics:
-                say(f"metrics: http://{config.metrics.bind_address}:{config.metrics.port(application)}/metrics")
-            yield spark, recorder
+        with stops_deferred():  # a stop meanwhile ends the start between two JVM calls, not inside one
+            spark = spark_session(config, application=application)
+            locks.record_jvm(jvm_pid(spark))
+            facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
+            metrics = started.enter_context(serving(config.metrics, application, facts, BrokerOffsets(config.kafka),
+                                                    live=lambda: consumer_readings(spark)))
+            recorder = started.enter_context(
+                recording(spark, table_location(config) if current().delta else None, echo))
+            started.enter_context(watching(spark, recorder, metrics))
+        if metrics:
+            say(f"metrics: http://{config.metrics.bind_address}:{config.metrics.port(application)}/metrics")
+        yield spark, recorder
 
 
 def recording_children(config: Config, args: argparse.Namespace, start: Callable[[Any], Sequence[Any]]) -> None:
@@ -122,21 +126,23 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
     the fast path runs in its own runtime (real-time mode), which has no Delta to record with."""
     from lakehouse.monitoring.stream_progress import recording, table_location
     from lakehouse.path_processes import stopped_at_the_end
+    from shared.processes import stops_deferred
     from shared.spark import spark_session
     from shared.streaming import await_stop
 
-    spark = spark_session(config, in_driver=True)
-    with recording(spark, table_location(config)) as recorder:
-        children = start(recorder)
+    with ExitStack() as started:
+        with stops_deferred():  # as in `monitored`; and the children are all started, or none
+            spark = spark_session(config, in_driver=True)
+            recorder = started.enter_context(recording(spark, table_location(config)))
+            children = started.enter_context(stopped_at_the_end(start(recorder)))
         changed_rows = ChangedRows(say)
 
         def status() -> None:
             recorder.flush()
             changed_rows(recorder.console_view())
 
-        with stopped_at_the_end(children):
-            await_stop(config.operational, seconds=args.seconds, report=say,
-                       until=lambda: any(child.ended for child in children), on_status=status)
+        await_stop(config.operational, seconds=args.seconds, report=say,
+                   until=lambda: any(child.ended for child in children), on_status=status)
 
 
 def passthrough(config: Config, args: argparse.Namespace) -> list[str]:

@@ -9,10 +9,12 @@ import signal
 import socket
 import subprocess
 from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
 
 from lakehouse.catalog import QUERIES as CATALOG_QUERIES
 from shared.kafka import ensure_topics
-from lakehouse.monitoring.stream_progress import TABLE as PROGRESS
+from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_location
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import LAKEHOUSE, ahead_of_the_clock, run_lakehouse, send, unwanted_warnings, wait_for
@@ -124,26 +126,48 @@ def test_the_demo_stops_at_once_with_a_clear_message_when_its_broker_cannot_star
     assert not EmbeddedBroker(make_config(*settings), log=lambda message: None).status().running, "nothing left running"
 
 
+def stopped_while_starting(command: str, options: list[str], log: Path, starting: Callable[[subprocess.Popen], bool],
+                           what: str, every_s: float = 0.5) -> tuple[str, set[int]]:
+    """`lakehouse COMMAND OPTIONS`, sent SIGTERM the moment `starting(process)` holds (`what`): its output,
+    once it has exited 0, and the processes it had started by then."""
+    with open(log, "w") as stderr:
+        process = subprocess.Popen([LAKEHOUSE, command, *options], stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        wait_for(lambda: starting(process) or process.poll() is not None, 120, what, every_s=every_s)
+        started = family(process.pid)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0, log.read_text()[-3000:]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    output = log.read_text()
+    assert "stop requested while starting: stopped" in output and "Traceback" not in output, output
+    return output, started
+
+
 def test_a_stop_while_run_is_starting_is_a_clean_stop_that_ends_every_process_it_started(
         config, config_overrides, tmp_path):
     """SIGTERM before `run` listens for stops (here: while its Spark session's JVM starts) still stops it
     cleanly: exit 0, no traceback, nothing it started left running."""
-    options = settings(config_overrides, "operational.mode=real-time")
     log = tmp_path / "run.log"
-    with open(log, "w") as stderr:
-        running = subprocess.Popen([LAKEHOUSE, "run", *options], stdout=subprocess.DEVNULL, stderr=stderr)
-    try:
-        wait_for(lambda: ("both paths from" in log.read_text() and len(family(running.pid)) > 1)
-                 or running.poll() is not None, 120, "run to start its Spark session's JVM")
-        started = family(running.pid)
-        running.send_signal(signal.SIGTERM)
-        assert running.wait(timeout=60) == 0, log.read_text()[-3000:]
-    finally:
-        if running.poll() is None:
-            running.kill()
-    output = log.read_text()
-    assert "stop requested while starting: stopped" in output and "Traceback" not in output, output
+    _, started = stopped_while_starting(
+        "run", settings(config_overrides, "operational.mode=real-time"), log,
+        lambda running: "both paths from" in log.read_text() and len(family(running.pid)) > 1,
+        "run to start its Spark session's JVM")
     wait_for(lambda: not alive(started), 30, "every process run started to end")
+
+
+def test_a_stop_during_the_medallions_first_commit_lets_that_commit_finish_then_stops_cleanly(
+        config, config_overrides, tmp_path):
+    """A stop that lands while a path starts (here: while the medallion's progress table gets its first
+    commit, a Spark job) waits for the JVM call in flight: no job abandoned under a shutting-down JVM,
+    no error or stack trace, and the commit it was making is whole."""
+    progress_table = Path(table_location(config))
+    output, _ = stopped_while_starting(
+        "analytical", settings(config_overrides), tmp_path / "analytical.log", lambda _: progress_table.exists(),
+        "the medallion to start writing its progress table", every_s=0.01)
+    assert " ERROR " not in output and not unwanted_warnings(output), output
+    assert (progress_table / "_delta_log" / f"{0:020}.json").exists(), "the first commit was finished, not abandoned"
 
 
 def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restart_resends_no_alert(
