@@ -41,7 +41,7 @@ from shared.kafka_settings import spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.query_progress import LATE_METRICS
 from shared.rule import (assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
-                         hot_windows, is_alerted_count, with_event_time_watermark)
+                         crossing_count, hot_windows, is_alerted_count, with_event_time_watermark)
 from shared.runtime import FAST_PATH, real_time_available
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
 from shared.spark_internals import jvm_dataset_transform
@@ -85,16 +85,18 @@ def hot_page_alerts_real_time(clicks: DataFrame, hot: HotPagesConfig, quality: Q
 RUNNING_DISTINCT_COUNTS = "lakehouse.operational.RunningDistinctCounts"
 
 
-def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timedelta) -> DataFrame:
+def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timedelta, least_count: int = 1) -> DataFrame:
     """pageId, windowStart, windowEnd, clickCount: each window's count of distinct eventIds, a row each
-    time it grows, from one transformWithState processor written for the JVM (real-time mode runs no
-    Python one). The same count as `count_first_copies_per_window`, whose dropDuplicates ends each
-    real-time batch with a scan of its whole state: this one clears a window's state during the batch,
-    at the first look, every `recheck` of processing time from its first click, after the watermark
-    passed its end. The watermark moves only between real-time batches: with `recheck` the batch's
-    length, the windows a batch end closed are cleared spread over the next batch, not all at its start."""
+    time it grows to `least_count` or beyond (below it, no row: a caller that alerts needs none), from
+    one transformWithState processor written for the JVM (real-time mode runs no Python one). The same
+    count as `count_first_copies_per_window`, whose dropDuplicates ends each real-time batch with a scan
+    of its whole state: this one clears a window's state during the batch, at the first look, every
+    `recheck` of processing time from its first click, after the watermark passed its end. The
+    watermark moves only between real-time batches: with `recheck` the batch's length, the windows a
+    batch end closed are cleared spread over the next batch, not all at its start."""
     recheck_ms = int(recheck.total_seconds() * 1000)
-    counts = jvm_dataset_transform(events.transform(assign_window, window), RUNNING_DISTINCT_COUNTS, "of", recheck_ms)
+    counts = jvm_dataset_transform(events.transform(assign_window, window), RUNNING_DISTINCT_COUNTS, "of",
+                                   recheck_ms, least_count)
     # The processor writes a count of 0 for each click it dropped as late: counted, then left out.
     late = F.count(F.when(F.col("clickCount") == 0, True)).alias("late")
     return counts.observe(LATE_METRICS, late).where(F.col("clickCount") > 0)
@@ -106,9 +108,13 @@ def alerting_transform(operational: OperationalConfig) -> Callable[[DataFrame, H
     if operational.mode == "micro-batch":
         return hot_page_alerts
     if operational.real_time.state_operator == "transform-with-state":
-        # each window looked at once per real-time batch (`running_distinct_counts`)
-        counts = partial(running_distinct_counts, recheck=operational.real_time.checkpoint_interval)
-        return partial(hot_page_alerts_real_time, count=counts)
+        def alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
+            # each window looked at once per real-time batch (`running_distinct_counts`), and no row
+            # written below the count the rule first alerts at
+            counts = partial(running_distinct_counts, recheck=operational.real_time.checkpoint_interval,
+                             least_count=crossing_count(hot.threshold))
+            return hot_page_alerts_real_time(clicks, hot, quality, count=counts)
+        return alerts
     return hot_page_alerts_real_time
 
 

@@ -7,7 +7,7 @@ import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
-import org.apache.spark.api.java.function.MapFunction;
+import org.apache.spark.sql.Column;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Encoders;
 import org.apache.spark.sql.Row;
@@ -24,12 +24,17 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import scala.jdk.javaapi.CollectionConverters;
 
+import static org.apache.spark.sql.functions.col;
+import static org.apache.spark.sql.functions.concat;
+import static org.apache.spark.sql.functions.lit;
+import static org.apache.spark.sql.functions.unix_millis;
+
 /**
- * Each page window's running count of distinct eventIds, one row out per eventId first seen in it:
- * (pageId, windowStart, windowEnd, clickCount), and a row with clickCount 0 per click dropped as late, for
- * the caller to count (Spark counts late rows only for its own operators). The hot-page rule itself
- * (which counts alert) stays in Python (shared/rule.py); this is only the counting, in one stateful
- * operator.
+ * Each page window's running count of distinct eventIds, one row out per eventId first seen in it once
+ * the count has reached the caller's least count: (pageId, windowStart, windowEnd, clickCount); and a row
+ * with clickCount 0 per click dropped as late, for the caller to count (Spark counts late rows only for
+ * its own operators). The hot-page rule itself (which counts alert, hence the least count worth writing)
+ * stays in Python (shared/rule.py); this is only the counting, in one stateful operator.
  *
  * <p>Why Java: Spark 4.3's real-time mode runs transformWithState written for the JVM, not Python's. Its
  * state is cleared during the batch, window by window, as processing-time timers find the watermark past
@@ -41,34 +46,40 @@ import scala.jdk.javaapi.CollectionConverters;
  * watermark passes its end, never before, however long the stream is idle or down.
  *
  * <pre>
- *   Dataset&lt;Row&gt; counts = RunningDistinctCounts.of(windowedEvents, 5000);
+ *   Dataset&lt;Row&gt; counts = RunningDistinctCounts.of(windowedEvents, 30000, 5001);
  * </pre>
  */
 public final class RunningDistinctCounts extends StatefulProcessor<String, Row, Row> {
   private static final long serialVersionUID = 1L;
 
   private final long recheckMs;
+  private final long leastCount;
   private transient MapState<String, Boolean> eventIds;
   private transient ValueState<Long> clickCount;
 
-  private RunningDistinctCounts(long recheckMs) {
+  private RunningDistinctCounts(long recheckMs, long leastCount) {
     this.recheckMs = recheckMs;
+    this.leastCount = leastCount;
   }
 
   /**
    * The running counts of `events` (pageId, windowStart, windowEnd, eventId; a watermark declared on
-   * their event time). A window's state is looked at every `recheckMs` of processing time from its first
-   * event on, and cleared at the first look after the watermark passed its end.
+   * their event time), from `leastCount` on. A window's state is looked at every `recheckMs` of
+   * processing time from its first event on, and cleared at the first look after the watermark passed
+   * its end.
    */
-  public static Dataset<Row> of(Dataset<Row> events, long recheckMs) {
+  public static Dataset<Row> of(Dataset<Row> events, long recheckMs, long leastCount) {
     Dataset<Row> input = events.select("pageId", "windowStart", "windowEnd", "eventId");
     StructType counts = new StructType(Arrays.copyOf(input.schema().fields(), 3))
         .add("clickCount", DataTypes.LongType, false);
-    // The key leads with the window's end, which the timer reads back; pageId is the rest, whatever it holds.
-    MapFunction<Row, String> key = row -> millis(row.get(2)) + " " + row.getString(0);
+    // The key leads with the window's end, which the timer reads back; pageId is the rest, whatever it
+    // holds. A column, not a function: the rows are then deserialized once, for the processor only. Its
+    // name is the one a String key's column has ("value"); the state's schema needs a plain name.
+    Column key = concat(unix_millis(col("windowEnd")).cast("string"), lit(" "), col("pageId")).as("value");
     return input
-        .groupByKey(key, Encoders.STRING())
-        .transformWithState(new RunningDistinctCounts(recheckMs), TimeMode.ProcessingTime(),
+        .groupBy(key)
+        .as(Encoders.STRING(), Encoders.row(input.schema()))
+        .transformWithState(new RunningDistinctCounts(recheckMs, leastCount), TimeMode.ProcessingTime(),
                             OutputMode.Update(), Encoders.row(counts));
   }
 
@@ -83,6 +94,8 @@ public final class RunningDistinctCounts extends StatefulProcessor<String, Row, 
                                                        TimerValues timerValues) {
     long watermark = timerValues.getCurrentWatermarkInMs();
     List<Row> out = new ArrayList<>();
+    Long before = clickCount.get();
+    long count = before == null ? 0L : before;
     while (rows.hasNext()) {
       Row event = rows.next();  // pageId, windowStart, windowEnd, eventId
       if (millis(event.get(2)) <= watermark) {  // late: its window has closed
@@ -94,13 +107,16 @@ public final class RunningDistinctCounts extends StatefulProcessor<String, Row, 
         continue;
       }
       eventIds.updateValue(eventId, Boolean.TRUE);
-      Long before = clickCount.get();
-      if (before == null) {
-        getHandle().registerTimer(timerValues.getCurrentProcessingTimeInMs() + recheckMs);
+      count += 1;
+      if (count >= leastCount) {
+        out.add(RowFactory.create(event.get(0), event.get(1), event.get(2), count));
       }
-      long count = before == null ? 1L : before + 1L;
+    }
+    if (before == null && count > 0) {
+      getHandle().registerTimer(timerValues.getCurrentProcessingTimeInMs() + recheckMs);
+    }
+    if (before == null ? count > 0 : count != before) {
       clickCount.update(count);
-      out.add(RowFactory.create(event.get(0), event.get(1), event.get(2), count));
     }
     return CollectionConverters.asScala(out.iterator());
   }
