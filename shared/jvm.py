@@ -62,15 +62,16 @@ ARCHIVE_DIR = JARS_DIR / "class-archive"
 
 def archive_path() -> Path:
     """The Spark JVM's class-data archive (`lakehouse.class_archive`) for this runtime's `java`, pyspark
-    and Spark jars (where they are: CDS also checks the class path); it may not exist yet. A new or
-    moved install gets a new name, so a stale archive is never used."""
+    and Spark jars (where they are, their sizes and times: what CDS checks of the class path); it may
+    not exist yet. A new, moved or rebuilt install (the fast path's processor jar) gets a new name, so
+    a stale archive, which the JVM would ignore, is never kept in its place."""
     import pyspark
 
     from shared.runtime import current
 
     runtime = current()
     identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__, pyspark.__file__,
-                          *(str(path) for path in jars(runtime.jars))])  # CDS checks the class path itself
+                          *(f"{path} {path.stat().st_size} {path.stat().st_mtime_ns}" for path in jars(runtime.jars))])
     return ARCHIVE_DIR / f"{archive_prefix(runtime.name)}{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
 

@@ -13,9 +13,21 @@ def _driver_options(config) -> str:
     return spark_conf(config)["spark.driver.extraJavaOptions"]
 
 
-def test_the_archive_is_named_after_the_jars_so_an_upgrade_does_not_use_a_stale_one(monkeypatch):
+def test_the_archive_is_named_after_the_jars_so_an_upgrade_does_not_use_a_stale_one(monkeypatch, tmp_path):
     before = jvm.archive_path()
-    monkeypatch.setattr(jvm, "jars", lambda kind: [Path("delta-spark_2.13-9.9.9.jar")])
+    upgraded = tmp_path / "delta-spark_2.13-9.9.9.jar"
+    upgraded.write_bytes(b"a jar")
+    monkeypatch.setattr(jvm, "jars", lambda kind: [upgraded])
+    assert jvm.archive_path() != before
+
+
+def test_a_jar_rebuilt_in_place_gets_a_new_archive(monkeypatch, tmp_path):
+    """The fast path's processor jar is rebuilt under the same name; CDS would ignore the old archive."""
+    operator = tmp_path / "lakehouse-operational.jar"
+    operator.write_bytes(b"built once")
+    monkeypatch.setattr(jvm, "jars", lambda kind: [operator])
+    before = jvm.archive_path()
+    operator.write_bytes(b"built again, longer")
     assert jvm.archive_path() != before
 
 
