@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import shared.jvm as jvm
 from shared.config import load_config
