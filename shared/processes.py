@@ -23,6 +23,7 @@ import signal
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from shared.errors import MissingDependencyError
 
@@ -86,11 +87,18 @@ def stops_deferred() -> Iterator[None]:
 
     For a command's start-up work in the JVM (the Spark session's launch, a Delta table's first
     commit): a KeyboardInterrupt abandons the Py4J call but not the job behind it, which then fails
-    as the JVM shuts down under it, in errors and stack traces nobody can act on. Main thread only.
+    as the JVM shuts down under it, in errors and stack traces nobody can act on. A second stop
+    raises at once, as a second Ctrl-C stops a running command now: a start that hangs (a cluster
+    master that does not answer) can still be ended. Main thread only.
     """
     requested: list[int] = []
-    previous = {signum: signal.signal(signum, lambda signum, frame: requested.append(signum))
-                for signum in (signal.SIGINT, signal.SIGTERM)}
+
+    def defer(signum: int, frame: Any) -> None:
+        if requested:
+            raise KeyboardInterrupt
+        requested.append(signum)
+
+    previous = {signum: signal.signal(signum, defer) for signum in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
