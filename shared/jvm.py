@@ -71,7 +71,8 @@ def archive_path() -> Path:
 
     runtime = current()
     identity = "\n".join([os.path.realpath(java_executable()), pyspark.__version__, pyspark.__file__,
-                          *(f"{path} {path.stat().st_size} {path.stat().st_mtime_ns}" for path in jars(runtime.jars))])
+                          *(f"{path} {stat.st_size} {stat.st_mtime_ns}"
+                            for path in jars(runtime.jars) for stat in [path.stat()])])
     return ARCHIVE_DIR / f"{archive_prefix(runtime.name)}{hashlib.sha256(identity.encode()).hexdigest()[:16]}.jsa"
 
 
