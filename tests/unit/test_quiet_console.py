@@ -24,6 +24,8 @@ SILENCED = {
     "org.apache.spark.rdd.MapPartitionsRDD":
         "RDD 93 was locally checkpointed, its lineage has been truncated and cannot be recomputed",
     "org.apache.spark.storage.BlockManager": "Block rdd_412_0 already exists on this machine; not re-adding it",
+    "org.apache.spark.sql.execution.streaming.state.StateStore":
+        "Error running maintenance task, processUnloadedOnly=false",
 }
 # Warnings of the same loggers that a user must see.
 SHOWN = {
@@ -32,6 +34,9 @@ SHOWN = {
     "org.apache.spark.sql.execution.CacheManager": "Cache of table silver.clicks failed",
     "org.apache.hadoop.util.Shell": "Did not find winutils.exe",
     "org.apache.spark.storage.BlockManager": "Putting block rdd_412_0 failed due to exception java.io.IOException.",
+    "org.apache.spark.sql.execution.streaming.state.StateStore":
+        "Error doing maintenance on provider: StateStoreProviderId[ storeId=StateStoreId[ operatorId=0, "
+        "partitionId=1, storeName=default ], queryRunId=ffeaa5e9-721c-4bdb-8b60-1b0bb9eb1af4 ]. Closing it.",
 }
 
 
