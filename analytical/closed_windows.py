@@ -13,7 +13,8 @@ import os
 from pyspark.sql import SparkSession
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.fast_path_history import FastPathHistory, kafka_offsets
+from analytical.fast_path_history import FastPathHistory
+from shared.checkpoints import kafka_offsets
 from analytical.tables import is_delta_table, table_path
 from shared.alerts import ALERTING_QUERY
 from shared.broker_readings import BrokerOffsets

@@ -7,16 +7,8 @@ last committed batch read.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from shared.checkpoints import CheckpointLog
-
-
-def kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
-    """{partition: offset} for `topic` from a Kafka source offset ({"topic": {"0": 42}})."""
-    if not isinstance(offsets, dict):
-        return {}
-    return {int(partition): max(int(offset), 0) for partition, offset in offsets.get(topic, {}).items()}
+from shared.checkpoints import CheckpointLog, kafka_offsets
 
 
 @dataclass(frozen=True)
@@ -49,6 +41,5 @@ class FastPathHistory:
                                -1 if late_ms is None else late_ms, batch.watermark_ms))
             previous = batch
         last = log.last_committed
-        read_up_to = kafka_offsets(last.end_offsets[0] if last and last.end_offsets else log.initial_offsets, topic)
         return cls(ranges, last.watermark_ms if last else None, len(log.batches),
-                   log.batches[0].batch_id if log.batches else None, read_up_to)
+                   log.batches[0].batch_id if log.batches else None, log.read_up_to(topic))

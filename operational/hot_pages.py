@@ -27,11 +27,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
+from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
+from operational.catch_up import needs_catch_up, unread_backlog_age
 from shared.alerts import ALERTING_QUERY, to_alert_records
 from shared.config import Config, HotPagesConfig, OperationalConfig, QualityConfig
 from shared.durations import spark_interval
@@ -45,7 +47,7 @@ from shared.rule import (assign_window, count_distinct_clicks_per_window, count_
 from shared.runtime import FAST_PATH, real_time_available
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
 from shared.spark_internals import jvm_dataset_transform
-from shared.streaming import Stream
+from shared.streaming import Stage, Stream
 
 
 def watermarked_events(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
@@ -134,26 +136,55 @@ STREAM = Stream(ALERTING_QUERY, "operational", writer)
 
 
 def start(spark: SparkSession, config: Config) -> StreamingQuery:
-    """Start the query; it resumes from storage.root/_checkpoints/hot_pages when that exists.
+    """Start the query in `operational.mode`; it resumes from storage.root/_checkpoints/hot_pages when
+    that exists.
 
     Its checkpoint keeps `operational.batches_to_retain` micro-batches of offsets and watermarks.
     """
+    operational = config.operational
+    if operational.mode == "micro-batch":
+        return _started(spark, config, processingTime=spark_interval(STREAM.trigger_interval(config)))
+    if not real_time_available():
+        raise LakehouseError(
+            f"operational.mode is real-time, which needs Spark 4.3: run it in the {FAST_PATH.name} runtime "
+            f"({FAST_PATH.python}, made by `make setup`) or set operational.mode=micro-batch")
+    return _started(spark, config, realTime=spark_interval(operational.real_time.checkpoint_interval))
+
+
+def start_caught_up(spark: SparkSession, config: Config) -> StreamingQuery | Stage:
+    """`start`, but in real-time mode a backlog older than `operational.real_time.catch_up_after` is
+    read in one micro-batch first (operational.catch_up): then a `Stage` whose next query is this
+    function's again, real-time once the backlog left is young enough."""
+    if config.operational.mode != "real-time" or not real_time_available():
+        return start(spark, config)  # (which says what real-time mode needs)
+    age = unread_backlog_age(spark, config)
+    if not needs_catch_up(age, config.operational.real_time.catch_up_after):
+        return start(spark, config)
+    # What came in meanwhile is looked at again: a long catch-up may leave a backlog to catch up with.
+    # Without no-data batches: the processor's timers would keep asking for one while the watermark
+    # stands still, and the Available-now query would never end.
+    catch_up = _started(spark, config, {NO_DATA_BATCHES: "false"}, availableNow=True)
+    return Stage(catch_up, then=lambda: start_caught_up(spark, config),
+                 why=f"the oldest unread click is {age.total_seconds():,.0f} s old: reading the backlog in "
+                     "one micro-batch first, so that every partition is read to the same moment",
+                 note="the backlog's micro-batch is done")
+
+
+#: Whether a micro-batch query runs batches without new data, to move its watermark or fire timers.
+NO_DATA_BATCHES = "spark.sql.streaming.noDataMicroBatches.enabled"
+
+
+def _started(spark: SparkSession, config: Config, conf: dict[str, str] | None = None, **trigger: Any) -> StreamingQuery:
+    """The query started with `trigger`, with `conf` set for its start (a query keeps its session's
+    settings from its start)."""
     root = config.storage.root
-    writer = STREAM.writer_at(spark, config, root, root)
-    if config.operational.mode == "real-time":
-        if not real_time_available():
-            raise LakehouseError(
-                f"operational.mode is real-time, which needs Spark 4.3: run it in the {FAST_PATH.name} runtime "
-                f"({FAST_PATH.python}, made by `make setup`) or set operational.mode=micro-batch")
-        writer = writer.trigger(realTime=spark_interval(config.operational.real_time.checkpoint_interval))
-    else:
-        writer = writer.trigger(processingTime=spark_interval(STREAM.trigger_interval(config)))
+    writer = STREAM.writer_at(spark, config, root, root).trigger(**trigger)
     # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
-    with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain)}), \
+    with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain), **(conf or {})}), \
             scheduler_pool(spark, OPERATIONAL_POOL):
         return writer.start()
 
 
-def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], StreamingQuery]]:
+def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], StreamingQuery | Stage]]:
     """Query name -> a function that starts it: what `supervise` runs."""
-    return {STREAM.name: lambda: start(spark, config)}
+    return {STREAM.name: lambda: start_caught_up(spark, config)}

@@ -51,6 +51,19 @@ class CheckpointLog:
     def last_committed(self) -> Batch | None:
         return next((batch for batch in reversed(self.batches) if batch.committed), None)
 
+    def read_up_to(self, topic: str) -> dict[int, int]:
+        """Per partition of `topic`, where the last committed batch read to (where the query resumes),
+        or where its source started when no batch has committed."""
+        last = self.last_committed
+        return kafka_offsets(last.end_offsets[0] if last and last.end_offsets else self.initial_offsets, topic)
+
+
+def kafka_offsets(offsets: Any, topic: str) -> dict[int, int]:
+    """{partition: offset} for `topic` from a Kafka source offset ({"topic": {"0": 42}})."""
+    if not isinstance(offsets, dict):
+        return {}
+    return {int(partition): max(int(offset), 0) for partition, offset in offsets.get(topic, {}).items()}
+
 
 def read_checkpoint_log(spark: SparkSession, checkpoint: str) -> CheckpointLog | None:
     """The retained batches of the checkpoint at `checkpoint`; None when there is none."""

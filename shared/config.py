@@ -179,6 +179,10 @@ class RealTimeSettings(Section):
     #: clears each closed window during the batch; drop-duplicates, Spark's dropDuplicates then a count,
     #: whose eviction ends with a scan of its whole state at each batch end.
     state_operator: Literal["transform-with-state", "drop-duplicates"]
+    #: A start whose oldest unread click is older than this reads its backlog in one micro-batch
+    #: first (operational.catch_up): real-time tasks read each partition at its own pace, and a batch
+    #: end mid-backlog would move the watermark past the slower partitions' clicks.
+    catch_up_after: Duration
 
     @field_validator("checkpoint_interval")
     @classmethod

@@ -225,8 +225,12 @@ class Producer:
             self.failed += 1
             self._last_error = error.str()
 
-    def send(self, topic: str, value: bytes | None, key: bytes | None = None, timestamp_ms: int | None = None) -> None:
+    def send(self, topic: str, value: bytes | None, key: bytes | None = None, timestamp_ms: int | None = None,
+             partition: int | None = None) -> None:
+        """`partition`: this one instead of the key's (a test that fills partitions unevenly)."""
         options = {"timestamp": timestamp_ms} if timestamp_ms is not None else {}
+        if partition is not None:
+            options["partition"] = partition
         while True:
             try:
                 self._client.produce(topic, value, key, on_delivery=self._on_delivery, **options)

@@ -138,6 +138,9 @@ def real_time_conf(config: Config) -> dict[str, str]:
         # Counting RocksDB's rows costs a read per write and per eviction, most of the boundary's
         # eviction time (operational/README.md, "The batch boundary"). The progress then reports 0 state rows.
         "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
+        # What real-time mode requires of a checkpoint's state, set for the whole application so that a
+        # catch-up micro-batch (operational.catch_up) that starts a new checkpoint writes it too.
+        "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
     }
     if real_time.master:  # a cluster of its own: it holds task_slots cores for as long as it runs
         settings |= {"spark.master": real_time.master, "spark.cores.max": str(real_time.task_slots),

@@ -107,6 +107,18 @@ class StopRequest:
             signal.signal(signum, handler)
 
 
+@dataclass(frozen=True)
+class Stage:
+    """What a start function may return instead of a query: a query that runs first, and what starts
+    once it has finished on its own (a real-time start that catches up first: operational.catch_up).
+    `supervise` says `why` as `query` starts, and `note` as `then` starts."""
+
+    query: Any
+    then: Callable[[], Any]
+    why: str
+    note: str
+
+
 def supervise(
     starters: Mapping[str, Callable[[], Any]],
     settings: Supervision,
@@ -119,7 +131,7 @@ def supervise(
     on_tick: Callable[[dict[str, RunningTotals]], None] | None = None,
     real_time_batch: timedelta | None = None,
 ) -> dict[str, RunningTotals]:
-    """Run the queries `starters` start (name -> start function) side by side.
+    """Run the queries `starters` start (name -> start function, which may return a `Stage`) side by side.
 
     Returns when every query has finished (an AvailableNow backfill), `seconds` pass, or a signal
     arrives; the queries still running are then stopped. A failed query is restarted from its
@@ -140,12 +152,22 @@ def supervise(
     restarts = dict.fromkeys(starters, 0)
     running: dict[str, Any] = {}
     restart_at: dict[str, float] = {}
+    then_start: dict[str, Stage] = {}
     deadline = time.monotonic() + seconds if seconds else None
+
+    def launch(name: str, start: Callable[[], Any]) -> None:
+        started = start()
+        then_start.pop(name, None)
+        why = ""
+        if isinstance(started, Stage):
+            then_start[name], why, started = started, f": {started.why}", started.query
+        running[name] = started
+        report(f"[{name}] started (query id {started.id}){why}")
+
     with StopRequest() as stop:
         try:
             for name, start in starters.items():
-                running[name] = start()
-                report(f"[{name}] started (query id {running[name].id})")
+                launch(name, start)
             next_status = time.monotonic() + settings.status_interval_s
             next_tick = time.monotonic() + TICK_S
             while running or restart_at:
@@ -161,6 +183,11 @@ def supervise(
                         continue
                     del running[name]
                     error = query.exception()
+                    if error is None and name in then_start:
+                        stage = then_start[name]
+                        report(f"[{name}] {stage.note}")
+                        launch(name, stage.then)
+                        continue
                     if error is None:
                         report(f"[{name}] finished")
                         continue
@@ -175,7 +202,7 @@ def supervise(
                 for name, when in list(restart_at.items()):
                     if time.monotonic() >= when:
                         del restart_at[name]
-                        running[name] = starters[name]()
+                        launch(name, starters[name])
                 if on_tick is not None and time.monotonic() >= next_tick:
                     on_tick(totals)
                     next_tick = time.monotonic() + TICK_S

@@ -269,3 +269,24 @@ def test_a_status_row_prints_when_it_says_something_new_and_its_clocks_do_not_co
                        "  silver_clicks   batch 3  lag 0",
                        "[hot_pages] real-time, running: lag 0, last alert 1.5 s ago",
                        "[hot_pages] real-time, running: lag 12, last alert 12.0 s ago"]
+
+
+def test_a_stage_runs_its_first_query_to_its_end_then_the_next_one_and_counts_both_batches_once(monkeypatch):
+    monkeypatch.setattr(streaming, "TICK_S", 0.0)
+    catch_up = FakeQuery([kafka_batch(n, 100, None, None) for n in range(2)])
+    real_time = FakeQuery([kafka_batch(n, 10, None, None) for n in range(2, 5)])
+    follows: list[bool] = []  # whether the first query had ended when the next one was started
+
+    def then():
+        follows.append(not catch_up.isActive)
+        return real_time
+
+    said: list[str] = []
+    totals = streaming.supervise(
+        {"hot_pages": lambda: streaming.Stage(catch_up, then, why="a backlog", note="caught up")},
+        make_config().operational, seconds=None, report=said.append, status_lines=False)
+
+    assert follows == [True]
+    assert said[:2] == ["[hot_pages] started (query id fake): a backlog", "[hot_pages] caught up"]
+    assert said[2] == "[hot_pages] started (query id fake)" and said[-1] == "[hot_pages] finished"
+    assert (totals["hot_pages"].batches, totals["hot_pages"].rows) == (5, 230)
