@@ -11,7 +11,7 @@ has not read.
 
 So a start whose oldest unread click is older than `operational.real_time.catch_up_after` runs the
 same query with the Available-now trigger on the same checkpoint first, and real-time mode after it
-(`shared.streaming.Stage`). Where the query resumes comes from its checkpoint; how old the click
+(`shared.streaming.Stage`), or another catch-up while each one halves the backlog. Where the query resumes comes from its checkpoint; how old the click
 there is, from its Kafka timestamp.
 """
 
@@ -45,9 +45,21 @@ def backlog_age(oldest_unread_ms: int | None, now_ms: int) -> timedelta:
     return timedelta(milliseconds=max(0, now_ms - oldest_unread_ms)) if oldest_unread_ms is not None else timedelta(0)
 
 
-def needs_catch_up(age: timedelta, catch_up_after: timedelta) -> bool:
-    """Whether a start with a backlog `age` old reads it in a micro-batch before going real-time."""
-    return age > catch_up_after
+def needs_catch_up(age: timedelta, catch_up_after: timedelta, left_by_last: timedelta | None = None) -> bool:
+    """Whether a start with a backlog `age` old reads it in a micro-batch before going real-time.
+
+    After a catch-up (`left_by_last`: the age of the backlog it started with), again only if that
+    one halved the backlog. A catch-up costs a fixed start (planning, loading the state) on top of its
+    reading, and leaves a backlog of what arrived meanwhile: once that is about as old as the last
+    one, another would leave the same, and the fast path would never go real-time. What is left then
+    arrived during the catch-up, level across partitions, and a real-time batch reads it at once.
+
+        >>> needs_catch_up(timedelta(seconds=12), timedelta(seconds=10), left_by_last=timedelta(seconds=300))
+        True
+        >>> needs_catch_up(timedelta(seconds=12), timedelta(seconds=10), left_by_last=timedelta(seconds=20))
+        False
+    """
+    return age > catch_up_after and (left_by_last is None or age < left_by_last / 2)
 
 
 def unread_from(kafka: KafkaConfig, topic: str, read_up_to: Mapping[int, int] | None,

@@ -151,20 +151,21 @@ def start(spark: SparkSession, config: Config) -> StreamingQuery:
     return _started(spark, config, realTime=spark_interval(operational.real_time.checkpoint_interval))
 
 
-def start_caught_up(spark: SparkSession, config: Config) -> StreamingQuery | Stage:
+def start_caught_up(spark: SparkSession, config: Config, left_by_last: timedelta | None = None) -> StreamingQuery | Stage:
     """`start`, but in real-time mode a backlog older than `operational.real_time.catch_up_after` is
     read in one micro-batch first (operational.catch_up): then a `Stage` whose next query is this
-    function's again, real-time once the backlog left is young enough."""
+    function's again, real-time once the backlog left is young enough or no longer shrinking
+    (`left_by_last`: the age of the backlog the last catch-up started with)."""
     if config.operational.mode != "real-time" or not real_time_available():
         return start(spark, config)  # (which says what real-time mode needs)
     age = unread_backlog_age(spark, config)
-    if not needs_catch_up(age, config.operational.real_time.catch_up_after):
+    if not needs_catch_up(age, config.operational.real_time.catch_up_after, left_by_last):
         return start(spark, config)
     # What came in meanwhile is looked at again: a long catch-up may leave a backlog to catch up with.
     # Without no-data batches: the processor's timers would keep asking for one while the watermark
     # stands still, and the Available-now query would never end.
     catch_up = _started(spark, config, {NO_DATA_BATCHES: "false"}, availableNow=True)
-    return Stage(catch_up, then=lambda: start_caught_up(spark, config),
+    return Stage(catch_up, then=lambda: start_caught_up(spark, config, left_by_last=age),
                  why=f"the oldest unread click is {age.total_seconds():,.0f} s old: reading the backlog in "
                      "one micro-batch first, so that every partition is read to the same moment",
                  note="the backlog's micro-batch is done")

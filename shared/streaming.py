@@ -185,6 +185,9 @@ def supervise(
                     error = query.exception()
                     if error is None and name in then_start:
                         stage = then_start[name]
+                        if stop.event.is_set():  # (arrived since the loop's check: the next stage would be cut short)
+                            report(f"[{name}] {stage.note}; stop requested: stopped before the next step")
+                            continue
                         report(f"[{name}] {stage.note}")
                         launch(name, stage.then)
                         continue

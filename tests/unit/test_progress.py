@@ -5,6 +5,8 @@ supervise's `on_tick`). No Spark: the clock is injected, the queries are stand-i
 from __future__ import annotations
 
 import io
+import os
+import signal
 
 import pytest
 
@@ -290,3 +292,26 @@ def test_a_stage_runs_its_first_query_to_its_end_then_the_next_one_and_counts_bo
     assert said[:2] == ["[hot_pages] started (query id fake): a backlog", "[hot_pages] caught up"]
     assert said[2] == "[hot_pages] started (query id fake)" and said[-1] == "[hot_pages] finished"
     assert (totals["hot_pages"].batches, totals["hot_pages"].rows) == (5, 230)
+
+
+def test_a_stop_that_arrives_as_a_stage_ends_starts_no_next_query(monkeypatch):
+    """A stop landing as the catch-up ends: a query started then would be stopped in its start."""
+    monkeypatch.setattr(streaming, "TICK_S", 0.0)
+
+    class EndsWithAStop(FakeQuery):
+        @property
+        def isActive(self) -> bool:
+            if self.polls >= len(self.batches):
+                os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C, just after the loop's check for one
+                return False
+            return True
+
+    catch_up = EndsWithAStop([kafka_batch(n, 100, None, None) for n in range(2)])
+    said: list[str] = []
+    streaming.supervise(
+        {"hot_pages": lambda: streaming.Stage(catch_up, lambda: pytest.fail("the next step started"),
+                                              why="a backlog", note="caught up")},
+        make_config().operational, seconds=None, report=said.append, status_lines=False)
+
+    assert said == ["[hot_pages] started (query id fake): a backlog",
+                    "[hot_pages] caught up; stop requested: stopped before the next step"]
