@@ -57,11 +57,13 @@ def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
 
     steps = report["steps"]
     kept_up = [step["valid"] and step["sustained"] for step in steps]
-    assert steps[0]["offered_rate"] == 500 and kept_up[0], steps[0]  # any machine keeps up with 500 events/s
-    # Whether this machine keeps up with 2,000/s today is not this test's business; what the report
-    # makes of it is: a second step only after a sustained first, and the best rate is the last kept.
-    assert [step["offered_rate"] for step in steps] == [500, 2000]
-    assert report["max_sustained_rate"] == steps[1 if kept_up[1] else 0]["delivered_rate"]
+    assert steps[0]["offered_rate"] == 500 and steps[0]["valid"] and steps[0]["delivered_rate"] == 500, steps[0]
+    # Whether this machine keeps up over 20 s today (a shared one once grew its lag at 500/s while the
+    # JVM compiled) is not this test's business; what the report makes of it is: a second step only
+    # after a sustained first, and the best rate is the last one kept.
+    assert [step["offered_rate"] for step in steps] == [500, 2000][:1 + kept_up[0]], steps
+    kept = [step["delivered_rate"] for step, sustained in zip(steps, kept_up) if sustained]
+    assert report["max_sustained_rate"] == (kept[-1] if kept else None), report
 
 
 def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):
