@@ -4,8 +4,8 @@ one console view and one progress table for both, one writer per checkpoint."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import signal
 import socket
 import subprocess
