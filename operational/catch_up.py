@@ -5,9 +5,10 @@ Spark keeps one watermark per query: the newest event time read from any partiti
 as it can: after a crash or a stop, the partitions with fewer clicks per second of event time run
 ahead, and a batch that ends before every partition has caught up moves the watermark past the
 slower partitions' unread clicks, which the next batch drops as late and whose windows then miss their
-alerts. A micro-batch reads every partition up to the same moment (the Available-now trigger, with
-any `max_offsets_per_trigger` split by each partition's lag), so its watermark passes no click it
-has not read.
+alerts. One Available-now micro-batch reads every partition to the offsets the start saw, and its
+watermark moves after all of them are read, so it passes no click it has not read. (With a
+`max_offsets_per_trigger`, Available-now splits the backlog into batches by each partition's lag
+in records, level in event time only where each partition's clicks are spread evenly.)
 
 So a start whose oldest unread click is older than `operational.real_time.catch_up_after` runs the
 same query with the Available-now trigger on the same checkpoint first, and real-time mode after it
