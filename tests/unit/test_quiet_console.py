@@ -26,6 +26,7 @@ SILENCED = {
     "org.apache.spark.storage.BlockManager": "Block rdd_412_0 already exists on this machine; not re-adding it",
     "org.apache.spark.sql.execution.streaming.state.StateStore":
         "Error running maintenance task, processUnloadedOnly=false",
+    "org.apache.spark.executor.Executor": "Issue communicating with driver in heartbeater",
 }
 # Warnings of the same loggers that a user must see.
 SHOWN = {
@@ -37,6 +38,7 @@ SHOWN = {
     "org.apache.spark.sql.execution.streaming.state.StateStore":
         "Error doing maintenance on provider: StateStoreProviderId[ storeId=StateStoreId[ operatorId=0, "
         "partitionId=1, storeName=default ], queryRunId=ffeaa5e9-721c-4bdb-8b60-1b0bb9eb1af4 ]. Closing it.",
+    "org.apache.spark.executor.Executor": "Failed to dump thread for task 42",
 }
 
 
@@ -66,3 +68,16 @@ def test_every_silenced_warning_is_listed_for_users():
     listed = (PROJECT_ROOT / "OPERATIONS.md").read_text()
     for logger in message_filters():
         assert f"`{logger.rsplit('.', 1)[1]}:" in listed, f"{logger} is silenced but OPERATIONS.md does not say so"
+
+
+@pytest.mark.parametrize(("overrides", "heartbeat_warnings"), [
+    ([], "DENY"),  # the shipped local master: the executor is in the driver's JVM
+    (["spark.master=spark://10.0.0.5:7077"], "NEUTRAL"),  # a cluster's executor that loses its driver
+    (["spark.known_warnings=show"], "NEUTRAL"),
+])
+def test_a_failed_heartbeat_is_hidden_only_where_the_executor_is_in_the_drivers_jvm(overrides, heartbeat_warnings):
+    from shared.config import load_config
+    from shared.spark import spark_conf
+
+    options = spark_conf(load_config(None, overrides), class_archive=False)["spark.driver.extraJavaOptions"]
+    assert f"-Dlakehouse.inProcessHeartbeat={heartbeat_warnings}" in options.split()
