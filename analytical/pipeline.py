@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
@@ -45,6 +45,9 @@ class LayerRun:
     dropped_by_watermark: int
     invalid: int
     failed_expectations: dict[str, int]
+    #: Spark's batch durations summed by part (`triggerExecution` is the batches' whole time; the rest of
+    #: `seconds` is the query's start and stop).
+    durations_ms: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
         return {"query": self.name, "layer": self.layer, "rows": self.rows, "seconds": round(self.seconds, 3),
@@ -98,7 +101,8 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
             _show(progress, totals)
         run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
                        totals.batches, totals.dropped_by_watermark, totals.invalid,
-                       {name: count for name, count in totals.expectations.items() if count})
+                       {name: count for name, count in totals.expectations.items() if count},
+                       dict(totals.durations_ms))
         report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
         runs.append(run)
     return runs

@@ -204,6 +204,8 @@ class RunningTotals:
         self.latest: ProgressSummary | None = None
         self.batches = 0
         self.expectations: Counter[str] = Counter()
+        #: Spark's `durationMs` of every batch, summed by part (triggerExecution, addBatch, queryPlanning, ...).
+        self.durations_ms: Counter[str] = Counter()
         #: What the first batch had to read up to the end the source fixed for the run, when the
         #: source says (ProgressSummary.backlog: Kafka under AvailableNow): the run's total.
         self.backlog: int | None = None
@@ -220,6 +222,7 @@ class RunningTotals:
             self.dropped_by_watermark += summary.dropped_by_watermark
             self.rows += summary.input_rows
             self.expectations.update(summary.expectations)
+            self.durations_ms.update(summary.durations_ms)
             if not self.batches:
                 self.backlog = summary.backlog
             self.batches += 1

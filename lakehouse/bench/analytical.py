@@ -9,8 +9,12 @@ late, duplicate and malformed data. Two fresh lakehouses (own topic, own storage
 
 Block H is the same data in both, so the two incremental times differ only by the history under
 them; their ratio is the result (it should stay near 1). Each backfill runs in a fresh process
-(`python -m lakehouse.bench.analytical run`), which reports per-layer rows and seconds and the peak
-resident memory of its JVM (VmHWM) and of itself.
+(`python -m lakehouse.bench.analytical run`), which reports per-layer rows and seconds, Spark's parts
+of them, and the peak resident memory of its JVM (VmHWM) and of itself.
+
+Then the floor (`... floor`, `run_floor`): the same work from the Hx bronze to gold as a plain batch job
+in a fresh process. The summary holds the medallion's speed as a fraction of it, and where each
+layer's time goes beside the floor's steps.
 """
 
 from __future__ import annotations
@@ -51,9 +55,65 @@ def run_backfill(settings: list[str]) -> dict[str, Any]:
     jvm_pid = spark_internals.jvm_pid(spark)
     return {
         "seconds": round(time.monotonic() - started, 3),
-        "layers": [run.as_dict() for run in runs],
+        "layers": [{**run.as_dict(), "durations_ms": run.durations_ms} for run in runs],
         "jvm_peak_rss_mb": process_memory_mb(jvm_pid, "VmHWM"),
         "python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+    }
+
+
+#: The floor's steps, in order: each is one Spark job's worth of the medallion's work, timed alone.
+FLOOR_STEPS = ("parse", "silver", "gold_5s", "gold_hourly")
+
+
+def run_floor(settings: list[str]) -> dict[str, Any]:
+    """The work of a backfill from bronze to gold as a plain batch job: the floor the medallion is held to.
+
+    It reads the bronze table a backfill filled, parses it with the shared parsing (the contract's
+    validity checks included) and keeps it cached, de-duplicates by eventId keeping the first copy,
+    counts per page and window with the shared rule, rolls the windows up per hour, and appends each
+    result to a fresh Delta table declared like the medallion's (same schema, partitioning and
+    statistics columns) under `storage.root/_floor`. What it leaves out is what the medallion adds for
+    its guarantees: streaming, MERGE against history, state, expectations, a query's start and stop.
+    """
+    from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
+    from analytical.tables import read_table
+    from shared.parsing import parse_clicks
+    from shared.rule import dedupe_clicks
+    from shared.spark import spark_session
+
+    config = load_config(_config_file(settings), _overrides(settings))
+    spark = spark_session(config, application="analytical")
+    floor_root = config.path("_floor")
+    seconds: dict[str, float] = {}
+    rows: dict[str, int] = {}
+
+    def append(frame, table) -> None:
+        path = table.create(spark, floor_root, frame.schema)
+        frame.write.format("delta").mode("overwrite").save(path)
+        rows[str(table)] = spark.read.format("delta").load(path).count()
+
+    started = time.monotonic()
+    parsed = (read_table(spark, config.storage.root, bronze_clicks.TABLE)
+              .transform(parse_clicks, config.quality, bronze_clicks.KAFKA_TIMESTAMP).cache())
+    rows[str(bronze_clicks.TABLE)] = parsed.count()
+    seconds["parse"] = time.monotonic() - started
+    events = parsed.transform(silver_clicks.silver_clicks).transform(
+        dedupe_clicks, config.analytical.watermark, silver_clicks.FIRST_COPY)
+    append(events, silver_clicks.TABLE)
+    append(parsed.transform(silver_clicks.quarantined), silver_clicks.QUARANTINE)
+    parsed.unpersist()
+    seconds["silver"] = time.monotonic() - started - sum(seconds.values())
+    silver = read_table(spark, floor_root, silver_clicks.TABLE).select("eventId", "pageId", "eventTime")
+    append(silver.transform(gold_page_clicks_5s.page_clicks_5s, config.hot_pages), gold_page_clicks_5s.TABLE)
+    seconds["gold_5s"] = time.monotonic() - started - sum(seconds.values())
+    append(silver.transform(gold_page_clicks_hourly.page_clicks_hourly, config.hot_pages),
+           gold_page_clicks_hourly.TABLE)
+    seconds["gold_hourly"] = time.monotonic() - started - sum(seconds.values())
+    return {
+        "seconds": round(time.monotonic() - started, 3),
+        "steps_s": {step: round(seconds[step], 3) for step in FLOOR_STEPS},
+        "rows": rows,
+        "jvm_peak_rss_mb": process_memory_mb(spark_internals.jvm_pid(spark), "VmHWM"),
     }
 
 
@@ -65,7 +125,8 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     result: dict[str, Any] = {"events_per_block": events, "history_blocks": history, "block_span_s": span_s}
     scenarios = (("1x", [history - 1]), (f"{history}x", list(range(history))))
-    steps = sum(len(blocks) + 3 for _, blocks in scenarios)  # the blocks of history, a backfill, a block, a backfill
+    # the blocks of history, a backfill, a block, a backfill; then the floor
+    steps = sum(len(blocks) + 3 for _, blocks in scenarios) + 1
     with Progress("bench backfill", total=steps, unit="steps") as progress:
         for label, blocks in scenarios:
             topic = f"bench-backfill-{run_id}-{label}"
@@ -84,14 +145,24 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
             incremental = _child(scenario, progress)
             progress.advance(detail=f"{label}: new block backfilled")
             result[label] = {"history_backfill": first, "incremental_backfill": incremental}
+        _progress(f"bench: {label}: the same work from bronze to gold as a plain batch job (the floor)")
+        result["floor"] = _child(scenario, progress, "floor")  # on the largest history's bronze
+        progress.advance(detail="the floor measured")
 
     largest = result[f"{history}x"]["history_backfill"]
     downstream_s = _seconds(largest, _DOWNSTREAM_OF_BRONZE)
     rows = history * events
     small, large = (result[key]["incremental_backfill"] for key in ("1x", f"{history}x"))
+    floor_per_s = rows / result["floor"]["seconds"]
+    bronze_to_gold = rows / downstream_s
+    kafka_to_gold = rows / _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE))
     result["summary"] = {
-        "bronze_to_gold_events_per_s": round(rows / downstream_s) if downstream_s else None,
-        "kafka_to_gold_events_per_s": round(rows / _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE))),
+        "bronze_to_gold_events_per_s": round(bronze_to_gold),
+        "kafka_to_gold_events_per_s": round(kafka_to_gold),
+        "floor_events_per_s": round(floor_per_s),
+        "bronze_to_gold_over_floor": round(bronze_to_gold / floor_per_s, 3),
+        "kafka_to_gold_over_floor": round(kafka_to_gold / floor_per_s, 3),
+        "where_the_time_goes": {"medallion": _breakdown(largest), "floor_s": result["floor"]["steps_s"]},
         "incremental_s_1x": small["seconds"],
         f"incremental_s_{history}x": large["seconds"],
         f"incremental_ratio_{history}x_over_1x": round(large["seconds"] / small["seconds"], 3),
@@ -99,8 +170,23 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
                                                   / _seconds(small, _DOWNSTREAM_OF_BRONZE), 3),
         "peak_jvm_rss_mb": max(run["jvm_peak_rss_mb"] or 0 for scenario in (result["1x"], result[f"{history}x"])
                                for run in scenario.values()),
+        "floor_peak_jvm_rss_mb": result["floor"]["jvm_peak_rss_mb"],
     }
     return result
+
+
+def _breakdown(run: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Per layer of a backfill: its seconds, split into Spark's parts of its batches (the sink's work,
+    planning, the offset and commit logs, ...) and what lies outside them (the query's start and stop)."""
+    parts = {}
+    for layer in run["layers"]:
+        spark_ms = layer["durations_ms"]
+        in_batches = spark_ms.get("triggerExecution", 0) / 1000
+        parts[layer["query"]] = {"seconds": layer["seconds"], "batches": layer["batches"],
+                                 "start_and_stop_s": round(layer["seconds"] - in_batches, 3),
+                                 **{f"{part}_s": round(ms / 1000, 3) for part, ms in sorted(spark_ms.items())
+                                    if part != "triggerExecution"}}
+    return parts
 
 
 def _seconds(run: dict[str, Any], layers: tuple[str, ...]) -> float:
@@ -117,12 +203,12 @@ def _generate(settings: list[str], block: int, events: int, span_s: float) -> No
         raise LakehouseError(f"generating block {block} failed: {done.stderr.strip()[-500:]}")
 
 
-def _child(settings: list[str], progress: Progress) -> dict[str, Any]:
+def _child(settings: list[str], progress: Progress, command: str = "run") -> dict[str, Any]:
     with progress.paused():  # the child shows each layer's progress on the same stderr
-        done = subprocess.run([sys.executable, "-m", "lakehouse.bench.analytical", "run", *settings],
+        done = subprocess.run([sys.executable, "-m", "lakehouse.bench.analytical", command, *settings],
                               stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
-        raise LakehouseError(f"a backfill run failed (exit {done.returncode}); its stderr is above")
+        raise LakehouseError(f"a backfill's {command} failed (exit {done.returncode}); its stderr is above")
     return json.loads(done.stdout)
 
 
@@ -137,12 +223,12 @@ def _overrides(settings: list[str]) -> list[str]:
 def _main() -> int:
     parser = argparse.ArgumentParser(prog="python -m lakehouse.bench.analytical",
                                      description="One measured backfill (used by `lakehouse bench backfill`).")
-    parser.add_argument("command", choices=["run"])
+    parser.add_argument("command", choices=["run", "floor"], help="run: one backfill; floor: its work as a plain batch job")
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
     settings = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
-    print(json.dumps(run_backfill(settings)))
+    print(json.dumps((run_backfill if args.command == "run" else run_floor)(settings)))
     return 0
 
 

@@ -84,3 +84,13 @@ def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
     assert [bronze_rows(report[label][run]) for label in ("1x", "2x")
             for run in ("history_backfill", "incremental_backfill")] == [500, 500, 1000, 500]
     assert report["summary"]["kafka_to_gold_events_per_s"] > 0
+    # the floor read the 2x lakehouse's bronze; each record went to silver once, to the quarantine, or
+    # was a copy of one in silver (the blocks carry 1% duplicates and 0.5% malformed records)
+    floor = report["floor"]["rows"]
+    assert floor["bronze/clicks"] == 1000
+    assert 0 < floor["silver/quarantine"] < 50 and 900 < floor["silver/clicks"] < 1000 - floor["silver/quarantine"]
+    assert 0 < report["summary"]["bronze_to_gold_over_floor"] and set(report["floor"]["steps_s"]) == {
+        "parse", "silver", "gold_5s", "gold_hourly"}
+    layers = report["summary"]["where_the_time_goes"]["medallion"]
+    assert set(layers) == {"bronze_clicks", "silver_clicks", "gold_page_clicks_5s", "gold_page_clicks_hourly"}
+    assert all(0 <= layer["start_and_stop_s"] < layer["seconds"] and layer["addBatch_s"] > 0 for layer in layers.values())

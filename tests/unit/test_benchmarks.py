@@ -83,3 +83,28 @@ def test_real_time_latency_is_measured_after_the_starts_first_two_batch_ends():
     assert warmup_s(make_config("operational.mode=micro-batch")) == 10.0
     assert warmup_s(make_config("operational.mode=real-time", "operational.real_time.checkpoint_interval=30 seconds")) == 70.0
     assert warmup_s(make_config("operational.mode=real-time", "operational.real_time.checkpoint_interval=5 seconds")) == 20.0
+
+
+def test_a_backfills_layer_time_splits_into_sparks_parts_and_its_start_and_stop():
+    from lakehouse.bench.analytical import _breakdown
+
+    silver = {"query": "silver_clicks", "seconds": 20.0, "batches": 2,
+              "durations_ms": {"triggerExecution": 14_500, "addBatch": 12_000, "queryPlanning": 900, "walCommit": 300}}
+    parts = _breakdown({"layers": [silver]})["silver_clicks"]
+
+    assert parts == {"seconds": 20.0, "batches": 2, "start_and_stop_s": 5.5, "addBatch_s": 12.0,
+                     "queryPlanning_s": 0.9, "walCommit_s": 0.3}
+
+
+def test_running_totals_sum_each_part_of_the_batches_durations_once_per_batch():
+    from shared.query_progress import RunningTotals
+
+    def progress(batch_id: int, add_batch_ms: int) -> dict:
+        return {"batchId": batch_id, "name": "silver_clicks", "numInputRows": 10,
+                "durationMs": {"triggerExecution": add_batch_ms + 100, "addBatch": add_batch_ms}}
+
+    totals = RunningTotals()
+    totals.add([progress(0, 1_000)])
+    totals.add([progress(0, 1_000), progress(1, 2_500)])  # recentProgress still holds batch 0
+
+    assert dict(totals.durations_ms) == {"triggerExecution": 3_700, "addBatch": 3_500}
