@@ -12,9 +12,9 @@ them; their ratio is the result (it should stay near 1). Each backfill runs in a
 (`python -m lakehouse.bench.analytical run`), which reports per-layer rows and seconds, Spark's parts
 of them, and the peak resident memory of its JVM (VmHWM) and of itself.
 
-After the Hx history's backfill, the floor (`... floor`, `run_floor`): the same work from its bronze to gold as a plain batch job
-in a fresh process. The summary holds the medallion's speed as a fraction of it, and where each
-layer's time goes beside the floor's steps.
+After the Hx history's backfill comes the floor (`... floor`, `run_floor`): the same work from its
+bronze to gold as a plain batch job, in a fresh process. The summary holds the medallion's speed as a
+fraction of the floor's, and where each layer's time goes beside the floor's steps.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run_backfill(settings: list[str]) -> dict[str, Any]:
     }
 
 
-#: The floor's steps, in order: each is one Spark job's worth of the medallion's work, timed alone.
+#: The floor's steps, in order, each timed alone.
 FLOOR_STEPS = ("parse", "silver", "gold_5s", "gold_hourly")
 
 
@@ -70,9 +70,9 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
 
     It reads the bronze table a backfill filled, parses it with the shared parsing (the contract's
     validity checks included) and keeps it cached, de-duplicates by eventId keeping the first copy,
-    counts per page and window with the shared rule, rolls the windows up per hour, and appends each
-    result to a fresh Delta table declared like the medallion's (same schema, partitioning and
-    statistics columns) under `storage.root/_floor`. What it leaves out is what the medallion adds for
+    counts per page and window with the shared rule, rolls the windows up per hour, and writes each
+    result over a Delta table declared like the medallion's (same schema, partitioning and statistics
+    columns) under `storage.root/_floor`. What it leaves out is what the medallion adds for
     its guarantees: streaming, MERGE against history, state, expectations, a query's start and stop.
     """
     from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
@@ -87,7 +87,7 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     seconds: dict[str, float] = {}
     rows: dict[str, int] = {}
 
-    def append(frame, table) -> None:
+    def write(frame, table) -> None:
         path = table.create(spark, floor_root, table.schema)  # a batch's aggregates may say nullable where a stream's do not
         frame.write.format("delta").mode("overwrite").save(path)
         rows[str(table)] = spark.read.format("delta").load(path).count()
@@ -99,14 +99,14 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     seconds["parse"] = time.monotonic() - started
     events = parsed.transform(silver_clicks.silver_clicks).transform(
         dedupe_clicks, config.analytical.watermark, silver_clicks.FIRST_COPY)
-    append(events, silver_clicks.TABLE)
-    append(parsed.transform(silver_clicks.quarantined), silver_clicks.QUARANTINE)
+    write(events, silver_clicks.TABLE)
+    write(parsed.transform(silver_clicks.quarantined), silver_clicks.QUARANTINE)
     parsed.unpersist()
     seconds["silver"] = time.monotonic() - started - sum(seconds.values())
     silver = read_table(spark, floor_root, silver_clicks.TABLE).select("eventId", "pageId", "eventTime")
-    append(silver.transform(gold_page_clicks_5s.page_clicks_5s, config.hot_pages), gold_page_clicks_5s.TABLE)
+    write(silver.transform(gold_page_clicks_5s.page_clicks_5s, config.hot_pages), gold_page_clicks_5s.TABLE)
     seconds["gold_5s"] = time.monotonic() - started - sum(seconds.values())
-    append(silver.transform(gold_page_clicks_hourly.page_clicks_hourly, config.hot_pages),
+    write(silver.transform(gold_page_clicks_hourly.page_clicks_hourly, config.hot_pages),
            gold_page_clicks_hourly.TABLE)
     seconds["gold_hourly"] = time.monotonic() - started - sum(seconds.values())
     return {
