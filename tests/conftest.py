@@ -8,6 +8,7 @@ A test's tier is its folder, and CI lets no test skip: tests/tiers.py.
 
 from __future__ import annotations
 
+import random
 import socket
 import uuid
 from pathlib import Path
@@ -20,9 +21,22 @@ from tests.tiers import pytest_collection_modifyitems, pytest_runtest_makereport
 
 
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A loopback port free now, below the kernel's ephemeral range.
+
+    Ports are often chosen long before a server binds them (the metrics ports, once per run). A port
+    from the ephemeral range can meanwhile become the local end of one of the run's many client
+    connections (Kafka, Spark's RPC, Py4J), and the server's bind then fails: it happened in CI."""
+    ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
+    highest = min(int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32_768, 32_768)
+    for _ in range(200):
+        port = random.randrange(max(1_024, highest - 20_000), highest)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")
 
 
 #: Crafted events carry fixed dates (2026-11-22 10:00 UTC) that may lie ahead of the machine's
