@@ -121,9 +121,8 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
     if in_driver:
         settings["spark.master"] = "local[1]"
-    # With a local master the executor lives in the driver's JVM: its heartbeat fails only as the JVM
-    # stops (the driver's receiver can stop first) or is starved for 10 s, which the batch times show.
-    # A cluster's executor that cannot reach its driver is news (conf/log4j2.properties).
+    # A failed executor heartbeat is harmless only where the executor is in the driver's JVM: a local
+    # master (conf/log4j2.properties says why).
     in_process = spark.known_warnings == "hide" and settings["spark.master"].startswith("local")
     settings["spark.driver.extraJavaOptions"] += f" -Dlakehouse.inProcessHeartbeat={'DENY' if in_process else 'NEUTRAL'}"
     return settings

@@ -20,22 +20,29 @@ from shared.runtime import real_time_available
 from tests.tiers import pytest_collection_modifyitems, pytest_runtest_makereport  # noqa: F401 (hooks)
 
 
+#: The ports free_port has handed out in this process: two servers of one run never get the same one.
+_given_ports: set[int] = set()
+
+
 def free_port() -> int:
-    """A loopback port free now, below the kernel's ephemeral range.
+    """A loopback port free now, below the kernel's ephemeral range, not handed out before.
 
     Ports are often chosen long before a server binds them (the metrics ports, once per run). A port
     from the ephemeral range can meanwhile become the local end of one of the run's many client
-    connections (Kafka, Spark's RPC, Py4J), and the server's bind then fails: it happened in CI."""
+    connections (Kafka, Spark's RPC, Py4J), and the server's bind then fails."""
     ephemeral = Path("/proc/sys/net/ipv4/ip_local_port_range")
     highest = min(int(ephemeral.read_text().split()[0]) if ephemeral.exists() else 32_768, 32_768)
     for _ in range(200):
         port = random.randrange(max(1_024, highest - 20_000), highest)
+        if port in _given_ports:
+            continue
         with socket.socket() as probe:
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _given_ports.add(port)
+        return port
     raise RuntimeError("no free loopback port below the ephemeral range")
 
 
