@@ -79,6 +79,11 @@ def _sources_offsets(sources: list[dict[str, Any]], key: str) -> Offsets:
 #: The observed metrics (`late`) of a state operator that drops late clicks itself instead of reporting
 #: them as Spark's numRowsDroppedByWatermark: the fast path's JVM processor (operational/hot_pages.py).
 LATE_METRICS = "late_clicks"
+#: The observed metrics of the stream that measures gold's freshness (analytical/gold_page_clicks_5s.py):
+#: `clicks` read in the batch, and `kafkaTimes`, their Kafka append times (epoch ms) at ARRIVAL_QUANTILES.
+ARRIVAL_METRICS = "arrivals"
+#: The midpoints of 100 equal shares: each quantile stands for 1% of the batch's clicks.
+ARRIVAL_QUANTILES = tuple((share + 0.5) / 100 for share in range(100))
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,10 @@ class ProgressSummary:
     start_offsets: Offsets = field(default_factory=dict)
     processed_offsets: Offsets = field(default_factory=dict)
     latest_offsets: Offsets = field(default_factory=dict)
+    #: The clicks the batch read and their Kafka append times (epoch ms) at ARRIVAL_QUANTILES, when
+    #: the query observes them (ARRIVAL_METRICS).
+    arrived_clicks: int = 0
+    arrival_times_ms: tuple[int, ...] = ()
     #: Per state operator, Spark's report as is (name, rows, custom metrics, ...).
     operators: tuple[dict[str, Any], ...] = ()
     #: The report as JSON data, for whatever keeps it whole (ops/stream_progress).
@@ -123,6 +132,7 @@ class ProgressSummary:
         operators = tuple(data.get("stateOperators") or ())
         observed = data.get("observedMetrics") or {}
         parsed = observed.get(PARSE_METRICS) or {}
+        arrivals = observed.get(ARRIVAL_METRICS) or {}
         return cls(
             name=data.get("name") or "unnamed",
             query_id=data.get("id"),
@@ -147,6 +157,8 @@ class ProgressSummary:
             start_offsets=_sources_offsets(sources, "startOffset"),
             processed_offsets=_sources_offsets(sources, "endOffset"),
             latest_offsets=_sources_offsets(sources, "latestOffset"),
+            arrived_clicks=int(arrivals.get("clicks") or 0),
+            arrival_times_ms=tuple(int(time) for time in arrivals.get("kafkaTimes") or ()),
             operators=operators,
             data=data,
         )
@@ -160,6 +172,20 @@ class ProgressSummary:
     def ended_at(self) -> datetime | None:
         """When the batch ended: a real-time batch's end is its boundary."""
         return self.started_at + timedelta(milliseconds=self.duration_ms) if self.started_at else None
+
+    @property
+    def freshness_s(self) -> list[tuple[float, float]]:
+        """Gold's freshness over the clicks the batch read: (seconds from a click's Kafka append to the
+        end of the batch that wrote its window, how many clicks that figure stands for), one pair per
+        ARRIVAL_QUANTILES point. Empty when the batch read no clicks or the query does not observe them.
+
+        A batch that ended at 12:00:10 and read 200 clicks appended from 11:59:58 to 12:00:08 gives
+        100 pairs from about (12.0, 2.0) to (2.0, 2.0)."""
+        if not self.arrival_times_ms or self.ended_at is None:
+            return []
+        ended_ms = self.ended_at.timestamp() * 1000
+        share = self.arrived_clicks / len(self.arrival_times_ms)
+        return [((ended_ms - appended_ms) / 1000, share) for appended_ms in self.arrival_times_ms]
 
     @property
     def invalid(self) -> int:

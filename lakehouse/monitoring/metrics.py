@@ -14,6 +14,10 @@ computed when Prometheus scrapes, because their point is to move when the query 
     they poll, and say what the running batch has read, which advances the input rows counter; its
     alerts are counted on the alerts topic itself, and the newest alert's time is read from there.
 
+Gold's freshness (`lakehouse_gold_freshness_seconds`) comes with each gold_page_clicks_5s report: the
+batch observes its clicks' Kafka times at 100 quantiles, and its end turns them into ages, each
+counting for 1% of the batch's clicks (`WeightedHistogram`).
+
 Names follow Prometheus' conventions (the unit in the name, `_total` on counters); every series has
 the label `query` (the Spark query name), and `reason`, `table`, `expectation` or `topic` where they
 apply. conf/prometheus/ holds the scrape configuration, the alerting rules and a Grafana dashboard.
@@ -21,6 +25,8 @@ apply. conf/prometheus/ holds the scrape configuration, the alerting rules and a
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -31,8 +37,9 @@ from typing import Any
 
 from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, disable_created_metrics,
                                start_http_server)
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from shared.config import Config, MetricsConfig
 from shared.broker_readings import BrokerOffsets
@@ -43,6 +50,8 @@ from shared.streaming import Stream
 
 #: Batch durations from a fast-path batch (well under a second) to a backfill's (minutes).
 BATCH_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
+#: Gold's freshness, from a batch on a 5-second trigger to an hour behind (a catch-up after an outage).
+FRESHNESS_SECONDS_BUCKETS = (2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 1800, 3600)
 #: The broker's newest offsets of the given topics, or None when the broker does not answer.
 LatestOffsets = Callable[[Iterable[str]], Offsets | None]
 #: This JVM's Kafka consumers by topic (lakehouse.monitoring.live_consumers.consumer_readings bound to a session).
@@ -115,6 +124,7 @@ class QueryMetrics(Collector):
         self._latest_seen: dict[str, Offsets] = {}  # query -> the broker's offsets at its last batch
         self._watermark: dict[str, float] = {}  # query -> watermark, seconds since the epoch
         self._counted: dict[str, tuple[str, int]] = {}  # query -> (run id, batch id) last counted
+        self._freshness: dict[str, WeightedHistogram] = {}  # query -> its clicks' freshness, when it observes them
         disable_created_metrics()  # no `_created` twin per counter: Prometheus 2 does not use them
         self.registry = registry = CollectorRegistry(auto_describe=True)
         registry.register(self)  # collected first: a scrape's live readings reach the counters it then reads
@@ -228,12 +238,16 @@ class QueryMetrics(Collector):
                 self.expectation_failures.labels(query, table, expectation).inc(count)
         if facts and facts.alerts and not facts.real_time and summary.sink_rows > 0:
             self.alerts.labels(query).inc(summary.sink_rows)
+        if summary.freshness_s:
+            with self._lock:
+                self._freshness.setdefault(query, WeightedHistogram(FRESHNESS_SECONDS_BUCKETS)).add(summary.freshness_s)
 
     # -- what is computed at scrape time --------------------------------------------------------
 
     def describe(self) -> Iterator[Any]:
         """The live families, without asking the broker (registering calls this)."""
         yield from self._live_families()
+        yield self._freshness_family()
 
     def collect(self) -> Iterator[Any]:
         delay, lag, reading, last_alert = self._live_families()
@@ -280,6 +294,11 @@ class QueryMetrics(Collector):
         yield lag
         yield reading
         yield last_alert
+        freshness = self._freshness_family()
+        with self._lock:
+            for query, histogram in sorted(self._freshness.items()):
+                freshness.add_metric([query], histogram.cumulative(), histogram.total)
+        yield freshness
 
     def _consumer_readings(self) -> Mapping[str, ConsumerReading]:
         """The live readings, or none when the JVM does not answer within LIVE_READING_WITHIN_S or
@@ -353,6 +372,38 @@ class QueryMetrics(Collector):
                               "Unix time of the newest record on the query's alerts topic, at scrape time",
                               labels=["query"]),
         )
+
+
+    @staticmethod
+    def _freshness_family() -> HistogramMetricFamily:
+        return HistogramMetricFamily("lakehouse_gold_freshness_seconds",
+                                     "Seconds from a click's Kafka append to the end of the batch that wrote its "
+                                     "window to gold (each batch's clicks at 100 quantiles)", labels=["query"])
+
+
+class WeightedHistogram:
+    """A Prometheus histogram whose observations carry a weight: a batch's freshness arrives as 100
+    quantiles, each standing for 1% of its clicks (prometheus_client's Histogram counts one per call).
+
+        histogram = WeightedHistogram((5, 60))
+        histogram.add([(3.0, 2.0), (70.0, 0.5)])
+        histogram.cumulative()  # [("5.0", 2.0), ("60.0", 2.0), ("+Inf", 2.5)]; histogram.total == 41.0
+    """
+
+    def __init__(self, bounds: Iterable[float]):
+        self.bounds = tuple(bounds)
+        self.counts = [0.0] * (len(self.bounds) + 1)  # the last: above every bound
+        self.total = 0.0
+
+    def add(self, observations: Iterable[tuple[float, float]]) -> None:
+        for value, weight in observations:
+            self.counts[bisect.bisect_left(self.bounds, value)] += weight
+            self.total += value * weight
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """(le, observations at or below it) per bound and +Inf, as the exposition format wants them."""
+        running = list(itertools.accumulate(self.counts))
+        return [(floatToGoString(bound), count) for bound, count in zip(self.bounds, running)] + [("+Inf", running[-1])]
 
 
 def _seconds(instant: str | None) -> float | None:

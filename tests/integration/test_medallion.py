@@ -9,6 +9,7 @@ plain Spark SQL that does not go through the code under test.
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 from chispa import assert_df_equality
@@ -23,6 +24,7 @@ from analytical.registry import STREAMS, TABLES
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import Table, read_table
+from shared.query_progress import ProgressSummary
 from tests.examples import gold_page_clicks_1m
 from tests.helpers import click, send
 from tests.readers import assert_every_table_reads_alike
@@ -270,6 +272,7 @@ def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
                                  "analytical.triggers.gold=500 ms"])
     queries = [pipeline.start(spark, fast, stream, available_now=False) for stream in STREAMS]
     try:
+        sent_at = time.time()  # the producer stamps each record (CreateTime) when it sends it
         send(fast, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)), b"oops")
 
         def gold_has_all_four() -> bool:
@@ -281,6 +284,15 @@ def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
         wait_for(lambda: gold_counts(spark, fast).get(("/a", "10:00:00")) == 5, 120, "the fifth click")
         assert table(spark, fast, SILVER_QUARANTINE).count() == 1
         assert table(spark, fast, GOLD_PAGE_CLICKS_5S).where("isHot").count() == 1
+
+        # Gold's freshness: every valid click measured once, each between its append and the end of a
+        # batch whose report is already here.
+        [gold] = [query for query in queries if query.name == "gold_page_clicks_5s"]
+        wait_for(lambda: sum(ProgressSummary.of(p).arrived_clicks for p in gold.recentProgress) == 5, 60,
+                 "gold's reports of the five clicks")
+        read_at = time.time()
+        freshness = [seconds for p in gold.recentProgress for seconds, _ in ProgressSummary.of(p).freshness_s]
+        assert freshness and all(0 < seconds <= read_at - sent_at for seconds in freshness), freshness
     finally:
         for query in queries:
             query.stop()

@@ -40,6 +40,7 @@ METRICS = (
     "lakehouse_expectation_failures_total", "lakehouse_alerts_emitted_total",
     "lakehouse_last_progress_timestamp_seconds", "lakehouse_query_real_time",
     "lakehouse_running_batch_records_read", "lakehouse_last_alert_timestamp_seconds",
+    "lakehouse_gold_freshness_seconds",
 )
 
 
@@ -93,7 +94,7 @@ def test_every_alert_is_tested_firing_and_silent():
     firing = {case["alertname"] for case in cases if case.get("exp_alerts")}
     silent = {case["alertname"] for case in cases if not case.get("exp_alerts")}
 
-    assert len(alerts) == 11
+    assert len(alerts) == 12
     assert alerts - firing == set(), "alerts no test sees firing"
     assert alerts - silent == set(), "alerts no test sees silent on a healthy series"
     assert (firing | silent) - alerts == set(), "tests of alerts rules.yml does not have"

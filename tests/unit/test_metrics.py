@@ -96,6 +96,33 @@ def test_counters_exist_at_zero_from_the_start_so_that_a_first_failure_is_an_inc
     assert value(metrics, "lakehouse_alerts_emitted_total", query="gold_page_clicks_5s") is None  # not an alerter
 
 
+def test_gold_freshness_is_a_histogram_of_every_click_weighted_by_the_share_each_quantile_stands_for():
+    metrics = QueryMetrics(FACTS, clock=lambda: NOW)
+    metrics.started("gold_page_clicks_5s")
+    assert value(metrics, "lakehouse_gold_freshness_seconds_count", query="gold_page_clicks_5s") is None
+    # Batch 0 ends at 10:00:20 with 200 clicks: a quarter appended at 10:00:17 (3 s), the rest at 09:59:30 (50 s).
+    # Batch 1 ends at 10:01:40 with 100 clicks, all appended at 10:00:00 (100 s).
+    ends = {0: ("2026-11-27T10:00:00.000Z", 20_000), 1: ("2026-11-27T10:01:00.000Z", 40_000)}
+    kafka_times = {0: [1795773617000] * 25 + [1795773570000] * 75, 1: [1795773600000] * 100}
+    for batch, clicks in ((0, 200), (1, 100)):
+        started, duration = ends[batch]
+        report = {"name": "gold_page_clicks_5s", "runId": "r1", "batchId": batch, "timestamp": started,
+                  "durationMs": {"triggerExecution": duration},
+                  "observedMetrics": {"arrivals": {"clicks": clicks, "kafkaTimes": kafka_times[batch]}}}
+        metrics.progressed(ProgressSummary.of(report))
+        metrics.progressed(ProgressSummary.of(report))  # a report seen twice counts once
+
+    def bucket(le: str) -> float | None:
+        return value(metrics, "lakehouse_gold_freshness_seconds_bucket", query="gold_page_clicks_5s", le=le)
+
+    assert (bucket("2.0"), bucket("5.0"), bucket("45.0"), bucket("60.0"), bucket("90.0"), bucket("120.0"),
+            bucket("+Inf")) == (0, 50, 50, 200, 200, 300, 300)
+    assert value(metrics, "lakehouse_gold_freshness_seconds_count", query="gold_page_clicks_5s") == 300
+    assert value(metrics, "lakehouse_gold_freshness_seconds_sum", query="gold_page_clicks_5s") == \
+        50 * 3 + 150 * 50 + 100 * 100
+    assert value(metrics, "lakehouse_gold_freshness_seconds_count", query="hot_pages") is None
+
+
 def test_expectation_failures_are_labelled_with_the_table_and_the_expectation():
     metrics = QueryMetrics(FACTS, clock=lambda: NOW)
     report = {"name": "gold_page_clicks_5s", "runId": "r", "batchId": 3, "numInputRows": 9,

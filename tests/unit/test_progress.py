@@ -259,6 +259,30 @@ def test_the_clicks_a_processor_drops_as_late_itself_count_as_dropped_by_the_wat
     assert query_progress.ProgressSummary.of(report).dropped_by_watermark == 21
 
 
+def test_gold_freshness_is_each_quantile_of_the_clicks_kafka_times_up_to_the_batch_end():
+    # A batch from 10:00:00 to 10:00:04 (its end 1795773604000 ms after the epoch is 2026-11-27T10:00:04Z)
+    # read 300 clicks; 100 quantiles of their Kafka times, the oldest 10:00:00.500 and the rest 10:00:02.
+    kafka_times = [1795773600500] + [1795773602000] * 99
+    report = {"name": "gold_page_clicks_5s", "batchId": 4, "timestamp": "2026-11-27T10:00:00.000Z",
+              "durationMs": {"triggerExecution": 4000},
+              "observedMetrics": {query_progress.ARRIVAL_METRICS: {"clicks": 300, "kafkaTimes": kafka_times}}}
+
+    freshness = query_progress.ProgressSummary.of(report).freshness_s
+
+    assert freshness == [(3.5, 3.0)] + [(2.0, 3.0)] * 99
+
+
+def test_a_batch_without_clicks_or_without_their_kafka_times_has_no_freshness():
+    empty = {"name": "gold_page_clicks_5s", "batchId": 5, "timestamp": "2026-11-27T10:00:00.000Z",
+             "durationMs": {"triggerExecution": 10},
+             "observedMetrics": {query_progress.ARRIVAL_METRICS: {"clicks": 0, "kafkaTimes": None}}}
+    not_observed = {"name": "silver_clicks", "batchId": 5, "timestamp": "2026-11-27T10:00:00.000Z",
+                    "durationMs": {"triggerExecution": 10}}
+
+    assert query_progress.ProgressSummary.of(empty).freshness_s == []
+    assert query_progress.ProgressSummary.of(not_observed).freshness_s == []
+
+
 def test_a_status_row_prints_when_it_says_something_new_and_its_clocks_do_not_count():
     printed: list[str] = []
     rows = ChangedRows(printed.append)
