@@ -90,6 +90,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     else:
         wait_until(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
     medallion, separate = [], None
+    gold_reports: list[ProgressSummary] = []  # the separate medallion's gold_page_clicks_5s reports
     if with_medallion == "shared":
         from analytical import pipeline
 
@@ -100,7 +101,14 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         from analytical.registry import STREAMS
         from lakehouse.path_processes import MedallionProcess
 
-        separate = MedallionProcess(child_options(config), config.analytical.niceness, relay=lambda line: None)
+        from analytical.gold_page_clicks_5s import STREAM as GOLD
+
+        def on_medallion_progress(progress: dict[str, Any]) -> None:
+            if progress.get("name") == GOLD.name:
+                gold_reports.append(ProgressSummary.of(progress))
+
+        separate = MedallionProcess(child_options(config), config.analytical.niceness, relay=lambda line: None,
+                                    on_progress=on_medallion_progress)
         wait_until(lambda: len(separate.streams_with_progress) == len(STREAMS) or separate.ended, 300,
               "the separate medallion's first batches", query)
         if separate.ended:
@@ -161,6 +169,18 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         wait_until(caught_up, drain_timeout_s, "the fast path to catch up", query)
         drain_s = time.monotonic() - drain_started
         collect()
+    gold: dict[str, Any] = {}
+    if separate is not None:  # gold catches up with the load's last clicks, or the wait ends
+        from lakehouse.bench.freshness import GOLD_CATCH_UP_WAIT, LAST_CLICKS, caught_up_at, gold_freshness
+
+        last_clicks = load_ended - LAST_CLICKS
+        say_progress(f"bench: waiting up to {GOLD_CATCH_UP_WAIT.total_seconds():g} s for gold to hold the load's last clicks")
+        deadline = time.monotonic() + GOLD_CATCH_UP_WAIT.total_seconds()
+        while caught_up_at(list(gold_reports), last_clicks) is None and time.monotonic() < deadline \
+                and not separate.ended:
+            time.sleep(0.5)
+        gold = {"gold_freshness": gold_freshness(list(gold_reports), load_started + timedelta(seconds=warmup_s),
+                                                 load_ended, caught_up_at(list(gold_reports), last_clicks))}
     # Stopped between micro-batches, where Spark has nothing to abort and log at ERROR; a real-time
     # query is always mid-batch, and is stopped at once with Spark's logs held quiet (a benchmark's
     # topics are its own: what a restart would replay does not matter).
@@ -187,6 +207,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         "batch_ends": [batch_end(p) for p in data] if config.operational.mode == "real-time" else [],
         "samples": samples,
         **scrapes,
+        **gold,
     }
     if measure_latency:
         measured_from = load_started + timedelta(seconds=warmup_s)

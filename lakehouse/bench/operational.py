@@ -1,4 +1,5 @@
-"""Benchmarks of the fast path: time-to-alert, sustainable throughput, memory over a long run.
+"""Benchmarks of the fast path: time-to-alert, sustainable throughput, memory over a long run, and
+gold's freshness with the fast path beside it (`freshness`: lakehouse/bench/freshness.py computes it).
 
 Each is a series of measured runs (lakehouse/bench/measured_run.py: a fresh process, topics and
 checkpoint per run, so the configurations compared start equal), one after another on the same
@@ -11,6 +12,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
+from lakehouse.bench.freshness import FRESHNESS_P99_TARGET_S
 from lakehouse.bench.measured_run import DELIVERED_SHARE, measured_run
 from shared.errors import LakehouseError
 from shared.progress import echo as say_progress
@@ -61,6 +63,31 @@ def latency(settings: list[str], rate: float, seconds: float, hot_pages: int, pr
         report["isolation_target_met"] = {name: ratios[f"{name}_p99_over_tuned"] <= ISOLATION_TARGET
                                           for name in WITH_MEDALLION if f"{name}_p99_over_tuned" in ratios}
     return report
+
+
+def freshness(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str) -> dict[str, Any]:
+    """The fast path of `profile` alone, then with the medallion beside it (a separate application, as
+    `lakehouse run` starts it): gold's freshness, the fast path's time-to-alert in both, and the targets."""
+    alone = measured_run(profile, settings, rate, seconds, hot_pages, latency=True)
+    say_progress(f"bench: {profile} alone: " + summary_line(alone))
+    beside = measured_run(profile, settings, rate, seconds, hot_pages, latency=True, with_medallion="separate")
+    say_progress(f"bench: {profile} with the medallion: " + summary_line(beside))
+    gold = beside.get("gold_freshness") or {}
+    fast_alone, fast_beside = latency_figures(alone), latency_figures(beside)
+    ratio = (round(fast_beside["p99_ms"] / fast_alone["p99_ms"], 2)
+             if fast_alone.get("p99_ms") and fast_beside.get("p99_ms") is not None else None)
+    return {
+        "rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
+        "gold_freshness": gold,
+        "fast_path": {"alone": fast_alone, "with_medallion": fast_beside},
+        "fast_path_p99_with_medallion_over_alone": ratio,
+        "targets_met": {
+            "gold_freshness_p99_under_60_s": gold.get("p99_s") is not None and gold["p99_s"] < FRESHNESS_P99_TARGET_S,
+            "gold_caught_up_after_the_load": gold.get("caught_up_s_after_load") is not None,
+            "fast_path_p99_kept": ratio is not None and ratio <= ISOLATION_TARGET,
+            "both_runs_delivered_the_load": bool(alone["valid"] and beside["valid"]),
+        },
+    }
 
 
 _FIGURES = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "alerts", "missed_windows", "batch_boundaries", "warmup")

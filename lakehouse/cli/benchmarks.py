@@ -1,4 +1,4 @@
-"""`lakehouse bench latency|capacity|recovery|throughput|memory|backfill`: each prints one JSON object."""
+"""`lakehouse bench latency|freshness|capacity|recovery|throughput|memory|backfill`: each prints one JSON object."""
 
 from __future__ import annotations
 
@@ -36,6 +36,17 @@ def cmd_bench_latency(config: Config, args: argparse.Namespace) -> int:
     failed = [name for report in reports for name, result in report["configs"].items() if "error" in result]
     if failed:  # the figures of the others are above; this says which run has none, and why (stderr above)
         raise LakehouseError(f"the {', '.join(failed)} run{'s' if len(failed) > 1 else ''} failed")
+    return 0
+
+
+def cmd_bench_freshness(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.operational import freshness
+    from shared.kafka import require_reachable
+
+    [profile] = _profiles(args.config_name)
+    _load_is_possible(config, [args.rate], args.hot_pages)
+    require_reachable(config.kafka)
+    print(json.dumps(freshness(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
     return 0
 
 
@@ -156,6 +167,17 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                                "scrape's cost")
     _against_argument(bench_latency)
     bench_latency.set_defaults(handler=cmd_bench_latency)
+    bench_freshness = bench_commands.add_parser(
+        "freshness", parents=[common], help="gold's freshness at peak traffic, with the fast path beside it",
+        description="The fast path alone, then with the medallion beside it in its own application under nice "
+        "(as `lakehouse run` starts them), on the same generated load. Reports gold's freshness (the seconds from a "
+        "click's Kafka append to the end of the gold batch that wrote its window: p50, p99, max and p99 per minute), "
+        "how long after the load's end gold had every click, and the fast path's time-to-alert in both runs "
+        "(targets: p99 freshness under 60 s; the fast path's p99 with the medallion within 1.2x of alone).")
+    _load_arguments(bench_freshness, seconds=600.0, hot_pages=8)
+    bench_freshness.add_argument("--configs", dest="config_name", default="real-time",
+                                 help="the fast path's configuration: real-time (default), tuned, spark-defaults or seed")
+    bench_freshness.set_defaults(handler=cmd_bench_freshness)
     bench_capacity = bench_commands.add_parser(
         "capacity", parents=[common], help="highest delivered rate whose time-to-alert p99 meets an SLA",
         description="For each configuration, search over rates for the highest delivered rate at which "

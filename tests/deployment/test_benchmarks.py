@@ -33,6 +33,20 @@ def test_bench_latency_reports_each_configuration_it_ran_and_misses_no_window(co
     assert 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
 
 
+def test_bench_freshness_reports_gold_beside_the_fast_path_and_the_fast_path_alone(config_overrides):
+    report = bench(config_overrides, "freshness", *LOAD, "--seconds", "20", "--configs", "tuned", timeout=900)
+
+    alone, beside = report["fast_path"]["alone"], report["fast_path"]["with_medallion"]
+    assert alone["valid"] is True and beside["valid"] is True
+    assert alone["missed_windows"] == 0 and beside["missed_windows"] == 0
+    gold = report["gold_freshness"]
+    # the load sent 2,000 clicks/s for 10 s of warm-up and 20 s; gold measured those its batches wrote
+    assert 0 < gold["clicks"] <= 2000 * 30 and gold["batches"] > 0
+    assert gold["caught_up_s_after_load"] is not None  # every click of the load reached gold
+    assert 0 < gold["p50_s"] <= gold["p99_s"] <= gold["max_s"] < gold["measured_s"] + 30
+    assert report["targets_met"]["gold_caught_up_after_the_load"] is True
+
+
 def test_bench_capacity_finds_a_rate_whose_p99_meets_the_sla(config_overrides):
     report = bench(config_overrides, "capacity", "--configs", "tuned", "--start-rate", "1500", "--min-windows", "2",
                    "--max-runs", "2", "--sla-ms", "10000", timeout=900)

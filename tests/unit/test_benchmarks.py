@@ -3,11 +3,15 @@ not deliver the offered rate is reported as invalid rather than as a figure."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
+from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, weighted_quantile
 from lakehouse.bench.operational import latency_figures
 from lakehouse.bench.measured_run import delivery
 from lakehouse.bench.capacity import load_shape, search_rates
+from shared.query_progress import ProgressSummary
 from tests.conftest import make_config
 
 
@@ -108,3 +112,51 @@ def test_running_totals_sum_each_part_of_the_batches_durations_once_per_batch():
     totals.add([progress(0, 1_000), progress(1, 2_500)])  # recentProgress still holds batch 0
 
     assert dict(totals.durations_ms) == {"triggerExecution": 3_700, "addBatch": 3_500}
+
+
+def gold_batch(batch: int, started: str, duration_ms: int, clicks: int, kafka_times: list[int]) -> ProgressSummary:
+    return ProgressSummary.of({"name": "gold_page_clicks_5s", "batchId": batch, "timestamp": started,
+                               "durationMs": {"triggerExecution": duration_ms},
+                               "observedMetrics": {"arrivals": {"clicks": clicks, "kafkaTimes": kafka_times}}})
+
+
+T0_MS = 1795773600000  # 2026-11-27T10:00:00Z
+
+
+def test_a_weighted_quantile_is_the_first_value_whose_weight_reaches_the_share():
+    assert weighted_quantile([(5.0, 1.0), (1.0, 3.0)], 0.75) == 1.0
+    assert weighted_quantile([(5.0, 1.0), (1.0, 3.0)], 0.80) == 5.0
+    assert weighted_quantile([(2.0, 1.0)], 0.99) == 2.0
+    assert weighted_quantile([], 0.5) is None
+
+
+def test_gold_freshness_weighs_each_batchs_quantiles_by_its_clicks_and_keeps_to_the_window():
+    start = datetime(2026, 11, 27, 10, 0, 0, tzinfo=timezone.utc)
+    batches = [
+        # ends 10:00:30 (before the window): not counted
+        gold_batch(0, "2026-11-27T10:00:20.000Z", 10_000, 1_000, [T0_MS] * 100),
+        # ends 10:01:10, 900 clicks appended at 10:01:00: 10 s each
+        gold_batch(1, "2026-11-27T10:01:05.000Z", 5_000, 900, [T0_MS + 60_000] * 100),
+        # ends 10:02:40, 100 clicks appended at 10:01:40: 60 s each
+        gold_batch(2, "2026-11-27T10:02:30.000Z", 10_000, 100, [T0_MS + 100_000] * 100),
+        # ends 10:03:10, after the window's end
+        gold_batch(3, "2026-11-27T10:03:00.000Z", 10_000, 100, [T0_MS + 170_000] * 100),
+    ]
+
+    figures = freshness_figures(batches, start + timedelta(seconds=60), start + timedelta(seconds=170))
+
+    assert figures == {"clicks": 1_000, "batches": 2, "p50_s": 10.0, "p99_s": 60.0, "max_s": 60.0,
+                       "p99_s_by_minute": [10.0, 60.0]}
+
+
+def test_gold_has_caught_up_once_a_batch_holds_the_loads_last_clicks():
+    batches = [gold_batch(0, "2026-11-27T10:00:00.000Z", 5_000, 10, [T0_MS - 9_000] * 99 + [T0_MS - 4_000]),
+               gold_batch(1, "2026-11-27T10:00:10.000Z", 5_000, 10, [T0_MS + 1_000] * 99 + [T0_MS + 8_000]),
+               gold_batch(2, "2026-11-27T10:00:20.000Z", 5_000, 10, [T0_MS + 12_000] * 100)]
+    load_ended = datetime(2026, 11, 27, 10, 0, 9, tzinfo=timezone.utc)
+
+    assert caught_up_at(batches, load_ended - timedelta(seconds=2)) == datetime(2026, 11, 27, 10, 0, 15,
+                                                                                tzinfo=timezone.utc)
+    assert caught_up_at(batches[:1], load_ended - timedelta(seconds=2)) is None
+    run = gold_freshness(batches[:1], load_ended - timedelta(seconds=60), load_ended, None)
+    assert run["caught_up_s_after_load"] is None and run["measured_s"] == 60.0
