@@ -43,7 +43,7 @@ def cmd_bench_freshness(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.bench.operational import freshness
     from shared.kafka import require_reachable
 
-    [profile] = _profiles(args.config_name)
+    profile = _one_profile(args.config_name)
     _load_is_possible(config, [args.rate], args.hot_pages)
     require_reachable(config.kafka)
     print(json.dumps(freshness(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
@@ -105,9 +105,10 @@ def cmd_bench_memory(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.bench.operational import memory
 
     _load_is_possible(config, [args.rate], args.hot_pages)
-    profile, = _profiles(args.config_name)
+    profile = _one_profile(args.config_name)
     print(json.dumps(memory(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile), indent=2))
     return 0
+
 
 def cmd_bench_recovery(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.bench.recovery import recovery
@@ -116,7 +117,7 @@ def cmd_bench_recovery(config: Config, args: argparse.Namespace) -> int:
     if args.kill_after >= args.seconds:
         raise LakehouseError(f"--kill-after ({args.kill_after:g}) must be less than --seconds ({args.seconds:g})")
     _load_is_possible(config, [args.rate], args.hot_pages)
-    profile, = _profiles(args.config_name)
+    profile = _one_profile(args.config_name)
     require_reachable(config.kafka)
     print(json.dumps(recovery(passthrough(config, args), profile, args.rate, args.seconds, args.kill_after, args.hot_pages),
                      indent=2))
@@ -143,6 +144,19 @@ def _configs_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--configs", default="real-time,tuned,spark-defaults,seed",
                         help="comma-separated: real-time (Spark 4.3's real-time mode), tuned (micro-batch), "
                         "spark-defaults, seed (default: all four)")
+
+
+def _one_config_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--configs", dest="config_name", default="real-time",
+                        help="one configuration: real-time (default), tuned, spark-defaults or seed")
+
+
+def _one_profile(config_name: str) -> str:
+    """The one configuration a single-configuration benchmark runs."""
+    profiles = _profiles(config_name)
+    if len(profiles) > 1:
+        raise LakehouseError(f"--configs: this benchmark runs one configuration, not {len(profiles)}")
+    return profiles[0]
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -175,8 +189,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "how long after the load's end gold had every click, and the fast path's time-to-alert in both runs "
         "(targets: p99 freshness under 60 s; the fast path's p99 with the medallion within 1.2x of alone).")
     _load_arguments(bench_freshness, seconds=600.0, hot_pages=8)
-    bench_freshness.add_argument("--configs", dest="config_name", default="real-time",
-                                 help="the fast path's configuration: real-time (default), tuned, spark-defaults or seed")
+    _one_config_argument(bench_freshness)
     bench_freshness.set_defaults(handler=cmd_bench_freshness)
     bench_capacity = bench_commands.add_parser(
         "capacity", parents=[common], help="highest delivered rate whose time-to-alert p99 meets an SLA",
@@ -200,8 +213,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     _load_arguments(bench_recovery, seconds=150.0, hot_pages=8)
     bench_recovery.add_argument("--kill-after", type=positive(float), default=60.0,
                                 help="seconds into the load of the kill (default 60)")
-    bench_recovery.add_argument("--configs", dest="config_name", default="real-time",
-                                help="one configuration: real-time (default), tuned, spark-defaults or seed")
+    _one_config_argument(bench_recovery)
     bench_recovery.set_defaults(handler=cmd_bench_recovery)
     bench_throughput = bench_commands.add_parser(
         "throughput", parents=[common], help="highest offered rate sustained without Kafka lag growing",
@@ -214,8 +226,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "memory", parents=[common], help="state rows and driver JVM RSS over a long run",
         description="Run the fast path at --rate for --seconds, sampling state rows and the driver JVM's RSS.")
     _load_arguments(bench_memory, seconds=600.0, hot_pages=3)
-    bench_memory.add_argument("--configs", dest="config_name", default="real-time",
-                              help="one configuration: real-time (default), tuned, spark-defaults or seed")
+    _one_config_argument(bench_memory)
     bench_memory.set_defaults(handler=cmd_bench_memory)
     bench_backfill = bench_commands.add_parser(
         "backfill", parents=[common], help="medallion backfill: events/s and growth with history",
