@@ -98,10 +98,9 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         for stream in medallion:
             wait_until(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
     elif with_medallion == "separate":
+        from analytical.gold_page_clicks_5s import STREAM as GOLD
         from analytical.registry import STREAMS
         from lakehouse.path_processes import MedallionProcess
-
-        from analytical.gold_page_clicks_5s import STREAM as GOLD
 
         def on_medallion_progress(progress: dict[str, Any]) -> None:
             if progress.get("name") == GOLD.name:
