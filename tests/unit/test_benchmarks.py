@@ -147,6 +147,10 @@ def test_gold_freshness_weighs_each_batchs_quantiles_by_its_clicks_and_keeps_to_
 
     assert figures == {"clicks": 1_000, "batches": 2, "p50_s": 10.0, "p99_s": 60.0, "max_s": 60.0,
                        "p99_s_by_minute": [10.0, 60.0]}
+    # without batch 2, the window's minute 1 has no batch (a medallion that writes gold in few, long
+    # batches); batch 3, which ends 10:03:10 with clicks appended at 10:02:50, is in minute 2
+    sparse = freshness_figures([batches[1], batches[3]], start + timedelta(seconds=60), start + timedelta(seconds=230))
+    assert sparse["p99_s_by_minute"] == [10.0, None, 20.0]
 
 
 def test_gold_has_caught_up_once_a_batch_holds_the_loads_last_clicks():
