@@ -10,6 +10,7 @@ exports as lakehouse_gold_freshness_seconds. The benchmark itself is lakehouse/b
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -76,13 +77,28 @@ def _rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
+def layer_figures(batches: Sequence[ProgressSummary], start: datetime, end: datetime) -> dict[str, Any]:
+    """Per medallion query, its batches that ended inside [start, end]: how many, their median and
+    longest durations, and the share of the window it spent in batches (1: back to back, behind)."""
+    by_query: dict[str, list[float]] = {}
+    for batch in batches:
+        if batch.ended_at and start <= batch.ended_at <= end:
+            by_query.setdefault(batch.name, []).append(batch.duration_ms / 1000)
+    window_s = max((end - start).total_seconds(), 1e-9)
+    return {query: {"batches": len(seconds), "median_s": round(statistics.median(seconds), 1),
+                    "max_s": round(max(seconds), 1), "busy_share": round(sum(seconds) / window_s, 2)}
+            for query, seconds in sorted(by_query.items())}
+
+
 def gold_freshness(batches: Sequence[ProgressSummary], measured_from: datetime, load_ended: datetime,
                    caught_up: datetime | None) -> dict[str, Any]:
-    """A run's gold figures: freshness over the gold batches that ended from `measured_from` until gold
-    caught up with the load (or, when it did not, until the load ended), and how long after the load's
-    end gold caught up (None: not within the wait)."""
+    """A run's gold figures from the medallion's reports (only gold's carry freshness): freshness over
+    the gold batches that ended from `measured_from` until gold caught up with the load (or, when it did
+    not, until the load ended), how long after the load's end gold caught up (None: not within the
+    wait), and each layer's batches in that window."""
     end = caught_up or load_ended
     return freshness_figures(batches, measured_from, end) | {
         "caught_up_s_after_load": None if caught_up is None else round(max(0.0, (caught_up - load_ended).total_seconds()), 1),
         "measured_s": round((end - measured_from).total_seconds(), 1),
+        "layers": layer_figures(batches, measured_from, end),
     }

@@ -90,7 +90,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     else:
         wait_until(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
     medallion, separate = [], None
-    gold_reports: list[ProgressSummary] = []  # the separate medallion's gold_page_clicks_5s reports
+    medallion_reports: list[ProgressSummary] = []  # the separate medallion's, of all its streams
     if with_medallion == "shared":
         from analytical import pipeline
 
@@ -98,16 +98,11 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         for stream in medallion:
             wait_until(lambda: stream.lastProgress is not None or stream.exception(), 300, f"{stream.name}'s first batch", query)
     elif with_medallion == "separate":
-        from analytical.gold_page_clicks_5s import STREAM as GOLD
         from analytical.registry import STREAMS
         from lakehouse.path_processes import MedallionProcess
 
-        def on_medallion_progress(progress: dict[str, Any]) -> None:
-            if progress.get("name") == GOLD.name:
-                gold_reports.append(ProgressSummary.of(progress))
-
         separate = MedallionProcess(child_options(config), config.analytical.niceness, relay=lambda line: None,
-                                    on_progress=on_medallion_progress)
+                                    on_progress=lambda progress: medallion_reports.append(ProgressSummary.of(progress)))
         wait_until(lambda: len(separate.streams_with_progress) == len(STREAMS) or separate.ended, 300,
               "the separate medallion's first batches", query)
         if separate.ended:
@@ -175,11 +170,12 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         last_clicks = load_ended - LAST_CLICKS
         say_progress(f"bench: waiting up to {GOLD_CATCH_UP_WAIT.total_seconds():g} s for gold to hold the load's last clicks")
         deadline = time.monotonic() + GOLD_CATCH_UP_WAIT.total_seconds()
-        while caught_up_at(list(gold_reports), last_clicks) is None and time.monotonic() < deadline \
+        while caught_up_at(list(medallion_reports), last_clicks) is None and time.monotonic() < deadline \
                 and not separate.ended:
             time.sleep(0.5)
-        gold = {"gold_freshness": gold_freshness(list(gold_reports), load_started + timedelta(seconds=warmup_s),
-                                                 load_ended, caught_up_at(list(gold_reports), last_clicks))}
+        reports = list(medallion_reports)
+        gold = {"gold_freshness": gold_freshness(reports, load_started + timedelta(seconds=warmup_s), load_ended,
+                                                 caught_up_at(reports, last_clicks))}
     # Stopped between micro-batches, where Spark has nothing to abort and log at ERROR; a real-time
     # query is always mid-batch, and is stopped at once with Spark's logs held quiet (a benchmark's
     # topics are its own: what a restart would replay does not matter).

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, weighted_quantile
+from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
 from lakehouse.bench.operational import latency_figures
 from lakehouse.bench.measured_run import delivery
 from lakehouse.bench.capacity import load_shape, search_rates
@@ -164,3 +164,14 @@ def test_gold_has_caught_up_once_a_batch_holds_the_loads_last_clicks():
     assert caught_up_at(batches[:1], load_ended - timedelta(seconds=2)) is None
     run = gold_freshness(batches[:1], load_ended - timedelta(seconds=60), load_ended, None)
     assert run["caught_up_s_after_load"] is None and run["measured_s"] == 60.0
+
+
+def test_each_layers_batches_in_the_window_say_how_busy_it_was():
+    silver = [ProgressSummary.of({"name": "silver_clicks", "batchId": n, "timestamp": f"2026-11-27T10:00:{start}.000Z",
+                                  "durationMs": {"triggerExecution": ms}})
+              for n, (start, ms) in enumerate([("00", 10_000), ("10", 20_000), ("50", 4_000)])]
+    start = datetime(2026, 11, 27, 10, 0, 0, tzinfo=timezone.utc)
+
+    # the third batch ends at 10:00:54, after the window
+    assert layer_figures(silver, start, start + timedelta(seconds=50)) == {
+        "silver_clicks": {"batches": 2, "median_s": 15.0, "max_s": 20.0, "busy_share": 0.6}}
