@@ -373,7 +373,6 @@ class QueryMetrics(Collector):
                               labels=["query"]),
         )
 
-
     @staticmethod
     def _freshness_family() -> HistogramMetricFamily:
         return HistogramMetricFamily("lakehouse_gold_freshness_seconds",
