@@ -18,8 +18,9 @@ The stream checks `suite`'s expectations on each valid event under its policy (d
 `quality.policies.silver_clicks` overrides it; analytical.quality): under `drop`, an event that
 breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
-Both are written with insert-only MERGEs (analytical.tables.insert_new): a replayed micro-batch
-finds its rows already there and adds nothing.
+Both are written with insert-only MERGEs, or appends where the table has nothing in the batch's
+range (analytical.tables.insert_new): a replayed micro-batch finds its rows already there and adds
+nothing.
 """
 
 from __future__ import annotations

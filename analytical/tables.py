@@ -3,13 +3,16 @@
 Table names are CONTRACT.md's paths under a storage root (`bronze/clicks`, ...). A root is usually
 `storage.root`; a rebuild builds the same tables under a staging root first (analytical.pipeline).
 
-Silver and gold are written by MERGE from `foreachBatch`, never by blind appends, so that a
-micro-batch replayed after a failure cannot add a row twice:
+Silver and gold are written from `foreachBatch` so that a micro-batch replayed after a failure
+cannot add a row twice:
   - `insert_new`: insert-only MERGE (silver clicks and quarantine): rows that already exist match;
   - `upsert`: MERGE that sets absolute values (gold): writing the same batch twice changes nothing.
-Each MERGE carries a literal range on the target (`prune`), so Delta reads only the files whose
+Each write carries a literal range on the target (`Prune`), so Delta reads only the files whose
 min/max statistics overlap the batch instead of the whole table: the time of a micro-batch does not
-grow with history.
+grow with history. Where the table holds no row in that range (a backfill's history, a new block
+of it), no row can match, and the batch is appended instead, clustered by the range's column
+(`merge_or_append`): cheaper than a MERGE, and it keeps each file to a narrow range, which the next
+batches' ranges then skip. A replay of an appended batch finds its rows in the range and MERGEs.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -30,6 +33,9 @@ from shared.errors import LakehouseError
 from shared.spark_internals import hadoop_file_system
 from shared.storage import location
 from shared.streaming import Stream, Writer
+
+if TYPE_CHECKING:
+    from delta.tables import DeltaMergeBuilder
 
 #: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"
@@ -203,42 +209,51 @@ class Prune:
         return f"{column} BETWEEN {lower} AND {upper}"
 
 
+#: Rows per file of an append (`merge_or_append`), each task's rows sorted by the range's column:
+#: each file then holds a narrow range, a small part of a backfill's history. Sorted within the
+#: tasks, not across them: a global sort samples its input first, which recomputes silver's
+#: de-duplication.
+APPEND_FILE_ROWS = 100_000
+
+
 def insert_new(batch: DataFrame, path: str, match: str, prune: Prune, bounds_from: DataFrame | None = None) -> None:
     """Insert the rows of `batch` that `match` (SQL on s = batch, t = table) finds no row for.
 
     `bounds_from`: a cheaper frame with the same range on the prune column (e.g. `batch` before a
     de-duplication), so that computing the range does not evaluate `batch` once more.
     """
+    merge_or_append(batch, path, prune, bounds_from, match=match, merge=lambda merge: merge.whenNotMatchedInsertAll())
+
+
+def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> None:
+    """Write `batch` (one row per key) over the table: matching rows take its values, others are added."""
+    match = " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
+    merge_or_append(batch, path, prune, match=match,
+                    merge=lambda merge: merge.whenMatchedUpdateAll().whenNotMatchedInsertAll())
+
+
+def merge_or_append(batch: DataFrame, path: str, prune: Prune, bounds_from: DataFrame | None = None, *,
+                    match: str, merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder]) -> None:
+    """MERGE `batch` (alias s) into the table at `path` (alias t) on `match` within `prune`'s range,
+    with the clauses `merge` adds to Delta's merge builder; or, when the table has no row in that
+    range, so that nothing could match, append it, each task's rows sorted on `prune.target_column`,
+    APPEND_FILE_ROWS a file.
+
+    For example, gold's windows for a new hour are appended; the next batch's windows of the same
+    hour are MERGEd, reading only the files of that hour.
+    """
     from delta.tables import DeltaTable
 
     bounds = prune.condition(batch if bounds_from is None else bounds_from)
     if bounds is None:
         return  # an empty batch: no commit
-    (
-        DeltaTable.forPath(batch.sparkSession, path)
-        .alias("t")
-        .merge(batch.alias("s"), f"({match}) AND {bounds}")
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
-
-
-def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> None:
-    """Write `batch` (one row per key) over the table: matching rows take its values, others are added."""
-    from delta.tables import DeltaTable
-
-    bounds = prune.condition(batch)
-    if bounds is None:
+    table = DeltaTable.forPath(batch.sparkSession, path)
+    target = table.toDF()
+    if target.alias("t").where(bounds).isEmpty():
+        (batch.select(*target.columns).sortWithinPartitions(prune.target_column)
+         .write.format("delta").mode("append").option("maxRecordsPerFile", APPEND_FILE_ROWS).save(path))
         return
-    match = " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
-    (
-        DeltaTable.forPath(batch.sparkSession, path)
-        .alias("t")
-        .merge(batch.alias("s"), f"{match} AND {bounds}")
-        .whenMatchedUpdateAll()
-        .whenNotMatchedInsertAll()
-        .execute()
-    )
+    merge(table.alias("t").merge(batch.alias("s"), f"({match}) AND {bounds}")).execute()
 
 
 @contextmanager

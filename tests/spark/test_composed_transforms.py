@@ -10,8 +10,10 @@ import json
 from datetime import datetime
 
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from analytical.gold_page_clicks_5s import page_clicks_5s
+from analytical import tables
 from analytical.tables import Prune, create_if_missing, insert_new, upsert
 from operational.hot_pages import hot_page_alerts
 from tests.conftest import make_config
@@ -101,3 +103,32 @@ def test_upsert_writes_absolute_counts_so_a_replay_changes_nothing_and_a_correct
 
     rows = sorted((r.pageId, r.windowStart, r.clickCount) for r in spark.read.format("delta").load(path).collect())
     assert rows == [("/a", at("10:00:00"), 4), ("/a", at("10:00:05"), 1), ("/b", at("10:00:00"), 1)]
+
+
+def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges_and_its_replay_merged(
+        spark, tmp_path, monkeypatch):
+    """Hours 12 and 00 of one day, then hour 18 on top, then hour 12 again: the first two find the table
+    empty in their range and append, sorted, 20 rows a file, so that each of the first batch's files
+    holds one of its two hours (one task writes both); the replay of hour 12 finds its rows and MERGEs,
+    changing nothing."""
+    path = str(tmp_path / "gold")
+    schema = "pageId string, windowStart timestamp, clickCount long"
+    create_if_missing(spark, path, spark.createDataFrame([], schema).schema)
+    prune = Prune("windowStart", "windowStart")
+    early = [(f"/p{n}", at(f"00:00:{n:02d}"), n + 1) for n in range(20)]
+    noon = [(f"/p{n}", at(f"12:00:{n:02d}"), n + 100) for n in range(20)]
+    evening = [("/p0", at("18:00:00"), 7)]
+    monkeypatch.setattr(tables, "APPEND_FILE_ROWS", 20)
+    upsert(spark.createDataFrame(noon + early, schema).coalesce(1), path, ("pageId", "windowStart"), prune)
+    upsert(spark.createDataFrame(evening, schema), path, ("pageId", "windowStart"), prune)
+    upsert(spark.createDataFrame(noon, schema), path, ("pageId", "windowStart"), prune)  # a replay
+
+    table = spark.read.format("delta").load(path)
+    rows = sorted((r.pageId, r.windowStart, r.clickCount) for r in table.collect())
+    assert rows == sorted(early + noon + evening)
+    operations = [r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
+    assert operations[1:] == ["WRITE", "WRITE", "MERGE"]  # after the table's creation
+    per_file = (table.where("windowStart < TIMESTAMP'2026-11-22 18:00:00'")
+                .groupBy(F.col("_metadata.file_name")).agg(F.min("windowStart"), F.max("windowStart")).collect())
+    assert sorted((low, high) for _, low, high in per_file) == [(at("00:00:00"), at("00:00:19")),
+                                                                (at("12:00:00"), at("12:00:19"))]
