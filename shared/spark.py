@@ -44,6 +44,15 @@ LOCAL_CHECKPOINT_MANAGER = "org.apache.spark.sql.execution.streaming.checkpointi
 #: The driver's thread stack size (see spark_conf).
 THREAD_STACK = "64m"
 
+#: HotSpot options for every JVM that runs tasks (the driver, and a cluster's executors). By default
+#: HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode and interprets it for
+#: ever. Whole-stage code generation over a wide row (the parse of bronze's ten columns) emits one
+#: such method per stage, so without this the medallion's parse ran about three times slower
+#: (analytical/README.md, "Huge generated methods").
+JIT_OPTIONS = ("-XX:-DontCompileHugeMethods",)
+#: The Spark settings that hold JVM options: the project's come first, then the configuration's own.
+JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+
 
 #: The two paths' applications: each adds its own settings (`<path>.spark_conf`) to spark.conf.
 Application = Literal["operational", "analytical"]
@@ -74,8 +83,10 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
             # (reproduced: a MERGE in foreachBatch stopped mid-batch, 4 stops of 4).
             f"-Xss{THREAD_STACK}",
             f"-Dlakehouse.knownWarnings={'NEUTRAL' if spark.known_warnings == 'show' else 'DENY'}",
+            *JIT_OPTIONS,
             *([archive] if archive else []),
         ]),
+        "spark.executor.extraJavaOptions": " ".join(JIT_OPTIONS),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         # Delta rebuilds a table's snapshot from its log with 50 tasks by default: on a few cores that
@@ -114,11 +125,14 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
     if is_s3(config.storage.root):
         settings |= S3Access.of(config.storage.s3).spark_settings()
+    project_java_options = {key: settings[key] for key in JAVA_OPTIONS_KEYS}
     settings |= {key: str(value) for key, value in spark.conf.items()}
     if application == "operational" and config.operational.mode == "real-time":
         settings |= real_time_conf(config)
     if application:
         settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
+    for key, ours in project_java_options.items():  # a trust store or an agent of the configuration's joins ours
+        settings[key] = ours if settings[key] == ours else f"{ours} {settings[key]}"
     if in_driver:
         settings["spark.master"] = "local[1]"
     # A failed executor heartbeat is harmless only where the executor is in the driver's JVM: a local

@@ -205,6 +205,18 @@ def test_every_shipped_profile_is_a_valid_config(profile, monkeypatch):
         assert all(settings[key] == str(value) for key, value in getattr(config, application).spark_conf.items())
 
 
+@pytest.mark.parametrize("key", ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"])
+def test_the_configurations_jvm_options_join_the_projects_instead_of_replacing_them(key):
+    from shared.spark import spark_conf
+
+    shipped = spark_conf(load_config(), class_archive=False)[key].split()
+    assert "-XX:-DontCompileHugeMethods" in shipped  # the parse's generated code is JIT-compiled
+
+    options = spark_conf(load_config(None, [f"spark.conf.{key}=-Djavax.net.ssl.trustStore=/etc/store.jks"]),
+                         class_archive=False)[key].split()
+    assert "-XX:-DontCompileHugeMethods" in options and "-Djavax.net.ssl.trustStore=/etc/store.jks" in options
+
+
 def test_commands_that_use_no_credential_load_a_profile_without_them(monkeypatch):
     monkeypatch.delenv("KAFKA_SASL_USERNAME", raising=False)
     monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
