@@ -47,8 +47,8 @@ THREAD_STACK = "64m"
 #: HotSpot options for every JVM that runs tasks (the driver, and a cluster's executors). By default
 #: HotSpot never JIT-compiles a method of more than 8,000 bytes of bytecode and interprets it for
 #: ever. Whole-stage code generation over a wide row (the parse of bronze's ten columns) emits one
-#: such method per stage, so without this the medallion's parse ran about three times slower
-#: (analytical/README.md, "Huge generated methods").
+#: such method per stage, which without this option runs interpreted (analytical/README.md, "Huge
+#: generated methods").
 JIT_OPTIONS = ("-XX:-DontCompileHugeMethods",)
 #: The Spark settings that hold JVM options: the project's come first, then the configuration's own.
 JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
