@@ -71,7 +71,10 @@ def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
 
     steps = report["steps"]
     kept_up = [step["valid"] and step["sustained"] for step in steps]
-    assert steps[0]["offered_rate"] == 500 and steps[0]["valid"] and steps[0]["delivered_rate"] == 500, steps[0]
+    # Delivered is records acknowledged over the sending time, which ends with the last flush: a paced
+    # generator lands a hair under the offered rate (499.9 in one CI run), never over it.
+    first = steps[0]
+    assert first["offered_rate"] == 500 and first["valid"] and 0.99 * 500 <= first["delivered_rate"] <= 500, first
     # Whether this machine keeps up over 20 s today (a shared one once grew its lag at 500/s while the
     # JVM compiled) is not this test's business; what the report makes of it is: a second step only
     # after a sustained first, and the best rate is the last one kept.
