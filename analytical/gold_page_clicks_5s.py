@@ -99,5 +99,6 @@ TABLE = Table(
     # the newest windows) rewrites the newest file, never one that mixes them with history.
     z_order=("windowStart",),
     expectations=suite,
+    change_feed=True,  # what gold/page_clicks_hourly reads
 )
 STREAM = TABLE.stream(writer, policy="fail")

@@ -1,16 +1,24 @@
 """`gold/page_clicks_hourly`: per page and hour, clicks, hot 5-second windows and the peak window.
 
-  silver/clicks (Delta stream) -> watermark -> shared rule: count per page and 5-second window
-  -> second window aggregation: per page and hour -> MERGE into the table
+  gold/page_clicks_5s's change feed (Delta stream) -> watermark on windowStart -> per page and hour:
+  each window's change added (its new count and isHot, less the old) and its newest count's maximum
+  -> MERGE into the table
 
-The hour is a roll-up of the 5-second windows chained in one streaming query (two stateful
-operators), so the roll-up cannot disagree with the windows it sums. Chained aggregations need
-append output mode: a 5-second window reaches the hourly aggregation once the watermark closes
-it, and an hour is written once the watermark passes its end. An hour in this table is therefore
-final; the current hour is only in gold/page_clicks_5s. The stream checks `suite`'s row-level
-expectations under its policy (declared `fail`; `quality.policies.gold_page_clicks_hourly` overrides it); `lakehouse check` also compares
-every hour with the sum of its windows in gold/page_clicks_5s. A backfill's last, empty micro-batch
-moves the watermark, so the hours its data closed are written by the same backfill.
+The hour is a roll-up of gold/page_clicks_5s, read as the rows that table's MERGEs changed, so it
+cannot disagree with the windows it sums, and the shared rule runs once, in the 5-second stream,
+instead of again through two more state stores. A window's count only grows (a late click adds to
+it; nothing takes one away), so an hour's sum of changes is the sum of its windows' counts, its sum
+of isHot changes is how many of them are hot, and the largest count any of them reached is its
+peak. A replayed 5-second batch changes nothing (its images are equal) and adds nothing.
+
+An hour is written once (append output mode), when the watermark passes its end: the newest window
+start read, less `analytical.watermark` and one window. A window is corrected only while silver's
+watermark is before its end, which is never after that, so no correction is dropped as late and an
+hour in this table is final; the current hour is only in gold/page_clicks_5s. The stream checks
+`suite`'s row-level expectations under its policy (declared `fail`;
+`quality.policies.gold_page_clicks_hourly` overrides it); `lakehouse check` also compares every hour
+with the sum of its windows in gold/page_clicks_5s. A backfill's last, empty micro-batch moves the
+watermark, so the hours its data closed are written by the same backfill.
 """
 
 from __future__ import annotations
@@ -23,25 +31,34 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from analytical import gold_page_clicks_5s
-from analytical.gold_page_clicks_5s import read_silver
 from analytical.quality import Suite, between, equal, not_null, unique
 from analytical.tables import Prune, Table, checked_upsert_stream
-from shared.config import Config, HotPagesConfig
+from shared.config import Config
 from shared.durations import spark_interval
-from shared.rule import counts_per_window, is_hot
 
 KEYS = ("pageId", "hourStart")
 HOUR = timedelta(hours=1)
 
 
-def roll_up_hours(windows: DataFrame, threshold: int) -> DataFrame:
-    """Per-window counts (window struct, pageId, clickCount) -> per page and hour."""
+#: The change-feed rows that add to their window's sums: a new row and a post-image. A pre-image (and a
+#: deleted row, which only a rebuild's overwrite writes) takes away.
+_ADDS = ("insert", "update_postimage")
+
+
+def roll_up_hours(window_changes: DataFrame) -> DataFrame:
+    """gold/page_clicks_5s's change feed (its columns, and `_change_type`) -> pageId, hourStart,
+    hourEnd, clickCount, hotWindows, peakWindowClicks.
+
+        window 10:00:00 inserted with 4 clicks, then updated from 4 to 7 (hot)
+        -> clickCount 4 - 4 + 7 = 7, hotWindows 0 - 0 + 1 = 1, peakWindowClicks 7
+    """
+    sign = F.when(F.col("_change_type").isin(*_ADDS), 1).otherwise(-1)
     return (
-        windows.groupBy(F.window("window", spark_interval(HOUR)).alias("hour"), "pageId")
+        window_changes.groupBy(F.window("windowStart", spark_interval(HOUR)).alias("hour"), "pageId")
         .agg(
-            F.sum("clickCount").alias("clickCount"),
-            F.count_if(is_hot(threshold)).alias("hotWindows"),
-            F.max("clickCount").alias("peakWindowClicks"),
+            F.sum(sign * F.col("clickCount")).alias("clickCount"),
+            F.coalesce(F.sum(sign * F.col("isHot").cast("long")), F.lit(0)).alias("hotWindows"),
+            F.max(F.when(sign > 0, F.col("clickCount"))).alias("peakWindowClicks"),
         )
         .select(
             "pageId",
@@ -52,6 +69,12 @@ def roll_up_hours(windows: DataFrame, threshold: int) -> DataFrame:
             "peakWindowClicks",
         )
     )
+
+
+def as_inserted(windows: DataFrame) -> DataFrame:
+    """gold/page_clicks_5s's rows as the change feed a new stream reads first: every window an insert,
+    which `roll_up_hours` sums as the table is (a plain batch roll-up)."""
+    return windows.withColumn("_change_type", F.lit(_ADDS[0]))
 
 
 def suite(config: Config) -> Suite:
@@ -87,14 +110,25 @@ def _hours_of_windows(windows: DataFrame) -> DataFrame:
     )
 
 
-def page_clicks_hourly(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
-    """De-duplicated events -> pageId, hourStart, hourEnd, clickCount, hotWindows, peakWindowClicks."""
-    return events.transform(counts_per_window, hot.window).transform(roll_up_hours, hot.threshold)
+def read_window_changes(spark: SparkSession, config: Config, source_root: str) -> DataFrame:
+    """gold/page_clicks_5s under `source_root` as a stream of its changes, under a watermark on
+    windowStart that no correction a window can still get is behind (the module says why).
+
+    A new checkpoint starts from the table as it is (every window an insert), then follows its commits.
+    """
+    delay = config.analytical.watermark + config.hot_pages.window
+    return (
+        spark.readStream.format("delta")
+        .option("readChangeFeed", "true")
+        .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
+        .load(gold_page_clicks_5s.TABLE.path(source_root))
+        .withWatermark("windowStart", spark_interval(delay))
+    )
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
-    """silver/clicks under `source_root` -> gold/page_clicks_hourly under `target_root`."""
-    hours = read_silver(spark, config, source_root).transform(page_clicks_hourly, config.hot_pages)
+    """gold/page_clicks_5s under `source_root` -> gold/page_clicks_hourly under `target_root`."""
+    hours = read_window_changes(spark, config, source_root).transform(roll_up_hours)
     return checked_upsert_stream(hours, STREAM, config, target_root, KEYS, Prune("hourStart", "hourStart"),
                                  output_mode="append")
 

@@ -112,11 +112,13 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
             streams: tuple[Stream, ...] = STREAMS) -> list[LayerRun]:
     """Recompute silver and gold from bronze, from scratch, with fresh checkpoints.
 
-    Everything is built under a staging root, `storage.root/_rebuild`, and published table by
-    table with one overwrite commit each: a reader of a live table sees the old version or the
-    rebuilt one, never a half-built one. Silver is published before gold is built, because gold's
-    new checkpoints must follow the live silver table (a Delta stream is tied to one table).
-    The streams must not run meanwhile; if a rebuild is interrupted, run it again.
+    Each stream after bronze is built in turn under a staging root, `storage.root/_rebuild`, from the
+    live tables, and published table by table with one overwrite commit each: a reader of a live
+    table sees the old version or the rebuilt one, never a half-built one. A stream is published
+    before the next one is built, because the next one's new checkpoint must follow the live table
+    it reads (a Delta stream is tied to one table): silver, then gold/page_clicks_5s, then the
+    hourly table from the 5-second table's changes. The streams must not run meanwhile; if a
+    rebuild is interrupted, run it again.
     """
     live = config.storage.root
     staging = config.path("_rebuild")
@@ -125,13 +127,13 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
             raise LakehouseError(f"there is no bronze table at {bronze}: run `lakehouse analytical --available-now` "
                                  "first")
     delete_path(spark, staging)
-    silver, gold = in_layer("silver", streams), in_layer("gold", streams)
-    runs = backfill(spark, config, report, silver, source_root=live, target_root=staging)
-    _publish(spark, silver, staging, live, report)
-    for stream in gold:  # they followed the silver table just replaced
-        delete_path(spark, checkpoint_location(live, stream.name))
-    runs += backfill(spark, config, report, gold, source_root=live, target_root=staging)
-    _publish(spark, gold, staging, live, report)
+    rebuilt = [stream for stream in streams if stream.layer != "bronze"]
+    runs = []
+    for built, stream in enumerate(rebuilt, start=1):
+        runs += backfill(spark, config, report, [stream], source_root=live, target_root=staging)
+        _publish(spark, [stream], staging, live, report)
+        for later in rebuilt[built:]:  # they followed a table just replaced
+            delete_path(spark, checkpoint_location(live, later.name))
     delete_path(spark, staging)
     return runs
 
@@ -140,6 +142,7 @@ def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live:
     """Replace each live table by its staged build in one commit, and the stream's checkpoint."""
     for stream in streams:
         for table in stream.writes:
+            table.create(spark, live, table.schema)  # its declared properties, which an overwrite keeps
             (
                 spark.read.format("delta").load(table.path(staging))
                 .write.format("delta").mode("overwrite").option("overwriteSchema", "true")

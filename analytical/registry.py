@@ -31,7 +31,7 @@ TABLES: tuple[Table, ...] = tuple(table for stream in STREAMS for table in strea
 
 
 def in_layer(layer: str, streams: tuple[Stream, ...] = STREAMS) -> list[Stream]:
-    """The streams of one layer, in dependency order: what a rebuild recomputes, layer by layer."""
+    """The streams of one layer, in dependency order."""
     return [stream for stream in streams if stream.layer == layer]
 
 

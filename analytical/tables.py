@@ -61,6 +61,8 @@ class Table:
     z_order: tuple[str, ...] = ()
     #: Its expectations (analytical.quality): what its stream checks and `lakehouse check` validates.
     expectations: Callable[[Config], Suite] | None = None
+    #: Whether Delta records its changes (`delta.enableChangeDataFeed`), for a stream that reads them.
+    change_feed: bool = False
 
     def __str__(self) -> str:
         return self.name
@@ -97,7 +99,8 @@ class Table:
             raise LakehouseError(f"the rows written to {self.name} do not match its declared schema: "
                                  f"{_difference(self.schema, produced)}")
         path = self.path(root)
-        create_if_missing(spark, path, self.schema, self.partition_by, self.stats_columns)
+        properties = {CHANGE_FEED: "true"} if self.change_feed else {}
+        create_if_missing(spark, path, self.schema, self.partition_by, self.stats_columns, properties)
         return path
 
 
@@ -122,9 +125,14 @@ def table_path(root: str, table: Table | str) -> str:
     return location(root, str(table))
 
 
+#: The table property under which Delta records each commit's changed rows (`Table.change_feed`).
+CHANGE_FEED = "delta.enableChangeDataFeed"
+
+
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
-                      stats_columns: tuple[str, ...] = ()) -> None:
-    """Create an empty Delta table at `path` with `schema` unless one is there (a MERGE needs a target).
+                      stats_columns: tuple[str, ...] = (), properties: dict[str, str] | None = None) -> None:
+    """Create an empty Delta table at `path` with `schema` unless one is there (a MERGE needs a target);
+    give an existing one any of `properties` it lacks (a table made before one was declared).
 
     `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
     MERGEs filter on. By default it keeps them for the first 32 columns, and computing them for
@@ -141,7 +149,14 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
         builder = builder.partitionedBy(*partition_by)
     if stats_columns:
         builder = builder.property("delta.dataSkippingStatsColumns", ",".join(stats_columns))
-    builder.execute()
+    for key, value in (properties or {}).items():
+        builder = builder.property(key, value)
+    table = builder.execute()
+    missing = {key: value for key, value in (properties or {}).items()
+               if table.detail().first()["properties"].get(key) != value}
+    if missing:
+        settings = ", ".join(f"'{key}' = '{value}'" for key, value in missing.items())
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
 
 
 def read_table(spark: SparkSession, root: str, table: Table | str, as_of: str | None = None) -> DataFrame:

@@ -106,8 +106,9 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     silver = read_table(spark, floor_root, silver_clicks.TABLE).select("eventId", "pageId", "eventTime")
     write(silver.transform(gold_page_clicks_5s.page_clicks_5s, config.hot_pages), gold_page_clicks_5s.TABLE)
     seconds["gold_5s"] = time.monotonic() - started - sum(seconds.values())
-    write(silver.transform(gold_page_clicks_hourly.page_clicks_hourly, config.hot_pages),
-           gold_page_clicks_hourly.TABLE)
+    windows = read_table(spark, floor_root, gold_page_clicks_5s.TABLE)
+    write(windows.transform(gold_page_clicks_hourly.as_inserted).transform(gold_page_clicks_hourly.roll_up_hours),
+          gold_page_clicks_hourly.TABLE)
     seconds["gold_hourly"] = time.monotonic() - started - sum(seconds.values())
     return {
         "seconds": round(time.monotonic() - started, 3),

@@ -13,7 +13,6 @@ from analytical.gold_page_clicks_hourly import roll_up_hours
 from analytical.silver_clicks import quarantined, silver_clicks
 from shared.parsing import parse_clicks
 from tests.conftest import make_config
-from shared.rule import counts_per_window
 
 
 def at(text: str) -> datetime:
@@ -32,19 +31,27 @@ def windows(spark):
              "clickCount", "isHot")
 
 
-def test_the_hourly_roll_up_sums_counts_hot_windows_and_peak_per_page_and_hour(spark):
-    clicks = [("/a", "10:00:00", 5), ("/a", "10:00:05", 2), ("/a", "11:00:00", 4), ("/b", "10:00:00", 3),
-              ("/b", "10:59:55", 1)]
-    events = spark.createDataFrame(
-        [(page, at(start).replace(microsecond=n * 1000)) for page, start, count in clicks for n in range(count)],
-        "pageId string, eventTime timestamp")
-    counts = events.transform(counts_per_window, timedelta(seconds=5))
+def test_the_hourly_roll_up_adds_each_windows_changes_per_page_and_hour(spark):
+    """gold/page_clicks_5s's change feed: /a 10:00:00 inserted at 4 then raised to 6 (hot at threshold 5)
+    and replayed (equal images); /a 10:00:05 inserted at 2; /a 11:00:00 inserted at 6; /b 10:59:55
+    inserted at 1 then raised to 3."""
+    changes = [("/a", "10:00:00", 4, False, "insert"),
+               ("/a", "10:00:00", 4, False, "update_preimage"), ("/a", "10:00:00", 6, True, "update_postimage"),
+               ("/a", "10:00:00", 6, True, "update_preimage"), ("/a", "10:00:00", 6, True, "update_postimage"),
+               ("/a", "10:00:05", 2, False, "insert"),
+               ("/a", "11:00:00", 6, True, "insert"),
+               ("/b", "10:59:55", 1, False, "insert"),
+               ("/b", "10:59:55", 1, False, "update_preimage"), ("/b", "10:59:55", 3, False, "update_postimage")]
+    feed = spark.createDataFrame(
+        [(page, at(start), at(start) + timedelta(seconds=5), count, hot, kind) for page, start, count, hot, kind in changes],
+        "pageId string, windowStart timestamp, windowEnd timestamp, clickCount long, isHot boolean, _change_type string",
+    )
     expected = spark.createDataFrame(
-        [("/a", at("10:00:00"), at("11:00:00"), 7, 1, 5), ("/a", at("11:00:00"), at("12:00:00"), 4, 1, 4),
-         ("/b", at("10:00:00"), at("11:00:00"), 4, 0, 3)],
+        [("/a", at("10:00:00"), at("11:00:00"), 8, 1, 6), ("/a", at("11:00:00"), at("12:00:00"), 6, 1, 6),
+         ("/b", at("10:00:00"), at("11:00:00"), 3, 0, 3)],
         "pageId string, hourStart timestamp, hourEnd timestamp, clickCount long, hotWindows long, peakWindowClicks long",
     )
-    assert_df_equality(roll_up_hours(counts, threshold=3), expected, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(roll_up_hours(feed), expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def ask_both(windows, tmp_path, name, start=None, end=None, **values) -> list[tuple]:
