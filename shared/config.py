@@ -117,6 +117,7 @@ class RocksDBSettings(Section):
     changelog_checkpointing: bool
     bounded_memory: bool
     max_memory_mb: int = Field(gt=0)
+    count_rows: bool
 
 
 class SparkConfig(Section):

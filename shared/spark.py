@@ -118,6 +118,9 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
             CHANGELOG_CHECKPOINTING: str(spark.rocksdb.changelog_checkpointing).lower(),
             f"{prefix}.boundedMemoryUsage": str(spark.rocksdb.bounded_memory).lower(),
             f"{prefix}.maxMemoryUsageMB": str(spark.rocksdb.max_memory_mb),
+            # Counting a state store's rows reads each key before it is written or removed, in the
+            # fast path's eviction and in every gold batch (operational/ and analytical/README.md).
+            f"{prefix}.trackTotalNumberOfRows": str(spark.rocksdb.count_rows).lower(),
         }
     else:
         settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
@@ -153,9 +156,6 @@ def real_time_conf(config: Config) -> dict[str, str]:
         # Evict closed windows' rows as clicks arrive, not all at the batch end, where alerting stops
         # meanwhile (operational/README.md, "The batch boundary").
         "spark.sql.streaming.statefulOperator.incrementalCleanupFactor": str(real_time.evictions_per_record),
-        # Counting RocksDB's rows costs a read per write and per eviction, most of the boundary's
-        # eviction time (operational/README.md, "The batch boundary"). The progress then reports 0 state rows.
-        "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows": "false",
         # What real-time mode requires of a checkpoint's state, set for the whole application so that a
         # catch-up micro-batch (operational.catch_up) that starts a new checkpoint writes it too.
         "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",

@@ -105,7 +105,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         assert 5 <= delay["hot_pages"] < 120, delay  # the 10 s watermark (less the clocks' jitter) plus the report's age
         assert value('rate(lakehouse_input_rows_total{query="hot_pages"}[20s])')["hot_pages"] == pytest.approx(RATE, rel=0.5)
         assert value('lakehouse_trigger_interval_seconds')["bronze_clicks"] == 1
-        # real-time mode counts no state rows (OPERATIONS.md); the state store's memory it reports
+        # state rows are not counted by default (spark.rocksdb.count_rows, OPERATIONS.md); the memory is reported
         assert "hot_pages" in value("lakehouse_state_rows") and value("lakehouse_state_memory_bytes")["hot_pages"] > 0
         assert sum(value('lakehouse_invalid_records_total{query="hot_pages"}').values()) > 0  # 2% malformed
         reasons = {sample["metric"]["reason"] for sample in server.query("lakehouse_invalid_records_total")}

@@ -205,6 +205,16 @@ def test_every_shipped_profile_is_a_valid_config(profile, monkeypatch):
         assert all(settings[key] == str(value) for key, value in getattr(config, application).spark_conf.items())
 
 
+def test_state_rows_are_counted_only_when_the_configuration_asks_in_either_application():
+    from shared.spark import spark_conf
+
+    counting = "spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows"
+    asked = load_config(None, ["spark.rocksdb.count_rows=true"])
+    for application in ("operational", "analytical"):
+        assert spark_conf(load_config(), class_archive=False, application=application)[counting] == "false"
+        assert spark_conf(asked, class_archive=False, application=application)[counting] == "true"
+
+
 @pytest.mark.parametrize("key", ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"])
 def test_the_configurations_jvm_options_join_the_projects_instead_of_replacing_them(key):
     from shared.spark import spark_conf
