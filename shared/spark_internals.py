@@ -19,6 +19,19 @@ def jvm_pid(spark: Any) -> int:
     return int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
 
 
+def jvm_memory_mb(spark: Any) -> dict[str, float]:
+    """The session's JVM memory in MB, as the JVM accounts for it: `heap_committed`, what the heap
+    holds from the system (it grows towards -Xmx, `spark.driver_memory`), `heap_used`, what is in it
+    now, and `non_heap_committed` (classes' metadata, compiled code). Beside the process's resident
+    size, they tell a heap growing into its bound from memory that grows outside the JVM's
+    accounting (RocksDB, direct buffers). PySpark reports no JVM memory; the JVM's MBeans do."""
+    memory = spark.sparkContext._jvm.java.lang.management.ManagementFactory.getMemoryMXBean()
+    heap, non_heap = memory.getHeapMemoryUsage(), memory.getNonHeapMemoryUsage()
+    return {name: round(value / 2**20, 1) for name, value in (
+        ("heap_committed", heap.getCommitted()), ("heap_used", heap.getUsed()),
+        ("non_heap_committed", non_heap.getCommitted()))}
+
+
 def hadoop_file_system(spark: Any, path: str) -> tuple[Any, Any]:
     """Hadoop's FileSystem for `path` and the Hadoop Path, with the session's Hadoop configuration:
     checkpoint folders and a rebuild's table moves on whatever storage the session reaches (S3A

@@ -147,10 +147,11 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                 latest = ProgressSummary.of(query.lastProgress) if query.lastProgress else None
                 samples.append({"t_s": round(time.monotonic() - started, 1), "lag": lag(),
                                 "state_rows": latest.state_rows if latest else None,
-                                # real-time mode counts no state rows (shared.spark): its state's size shows here
+                                # state rows are not counted by default (spark.rocksdb.count_rows): the state's size shows here
                                 "state_files_mb": round(sum((op.get("customMetrics") or {}).get("rocksdbSstFileSize", 0)
                                                             for op in latest.operators) / 2**20, 1) if latest else None,
-                                "jvm_rss_mb": process_memory_mb(jvm_pid)})
+                                "jvm_rss_mb": process_memory_mb(jvm_pid),
+                                **{f"jvm_{part}_mb": mb for part, mb in spark_internals.jvm_memory_mb(spark).items()}})
                 next_sample += sample_every_s
             if query.exception():
                 raise RuntimeError(f"the fast path failed: {query.exception()}")

@@ -150,7 +150,8 @@ def memory(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
         # real-time mode: what each batch end's eviction read, which is the de-duplication state's rows
         "state_rows_read_at_batch_ends": [max((op["read_for_eviction"] or 0) for op in end["operators"])
                                           for end in run["batch_ends"]],
-        "jvm_rss_mb": {"after_1_min_first_half": spread("jvm_rss_mb", first_half), "second_half": spread("jvm_rss_mb", half)},
+        **{key: {"after_1_min_first_half": spread(key, first_half), "second_half": spread(key, half)}
+           for key in ("jvm_rss_mb", "jvm_heap_committed_mb", "jvm_heap_used_mb", "jvm_non_heap_committed_mb")},
         "samples": samples,
     }
 

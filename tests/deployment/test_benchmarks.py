@@ -89,6 +89,8 @@ def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):
     assert report["config"] == "tuned" and report["valid"] is True
     assert report["samples"] and all(sample["jvm_rss_mb"] for sample in report["samples"][1:])
     assert report["jvm_rss_mb"]["second_half"]["max"] > 100  # a Spark driver's JVM
+    assert all(0 < sample["jvm_heap_used_mb"] <= sample["jvm_heap_committed_mb"] for sample in report["samples"]), \
+        report["samples"]
 
 
 def test_bench_backfill_reports_each_history_it_loaded(config_overrides):

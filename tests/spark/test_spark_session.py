@@ -1,5 +1,6 @@
 """The one Spark session has what every query needs: Delta, UTC, the configured state store."""
 
+from shared import spark_internals
 from tests.conftest import make_config
 
 
@@ -21,6 +22,7 @@ def test_session_settings_come_from_config(spark):
     assert conf.get("spark.sql.streaming.stateStore.providerClass").endswith("RocksDBStateStoreProvider")
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled") == "true"
     assert conf.get("spark.sql.streaming.stateStore.rocksdb.boundedMemoryUsage") == "true"
+    assert conf.get("spark.sql.streaming.stateStore.rocksdb.trackTotalNumberOfRows") == "false"
     assert conf.get("spark.sql.streaming.checkpointFileManagerClass").endswith("FileSystemBasedCheckpointFileManager")
 
 
@@ -35,3 +37,19 @@ def test_a_stop_during_a_foreach_batch_call_is_recognised_without_overflowing_th
                  + "java.lang.InterruptedException")
 
     assert proxy_error.findFirstIn(traceback).isDefined()
+
+
+def test_the_jvm_memory_figures_count_what_the_application_keeps_in_the_heap(spark):
+    gateway, jvm = spark.sparkContext._gateway, spark.sparkContext._jvm
+    jvm.java.lang.System.gc()
+    before = spark_internals.jvm_memory_mb(spark)
+    kept = jvm.java.util.ArrayList()
+    for _ in range(64):
+        kept.add(gateway.new_array(jvm.byte, 2**20))
+    jvm.java.lang.System.gc()
+    holding = spark_internals.jvm_memory_mb(spark)
+    kept.clear()
+
+    assert holding["heap_used"] - before["heap_used"] >= 63, (before, holding)  # the 64 MB it keeps
+    assert holding["heap_committed"] >= holding["heap_used"]
+    assert holding["non_heap_committed"] > 10  # a Spark JVM's classes and compiled code
