@@ -86,6 +86,11 @@ class PathProcess:
                 self._on_progress(progress)
 
     @property
+    def pid(self) -> int:
+        """The child's process id (its JVM is a child of it)."""
+        return self._process.pid
+
+    @property
     def ended(self) -> bool:
         return self._process.poll() is not None
 

@@ -32,7 +32,7 @@ from typing import Any
 from shared.config import load_config, with_overrides
 from shared.errors import LakehouseError
 from shared import spark_internals
-from lakehouse.bench.memory import process_memory_mb
+from lakehouse.bench.linux_process import process_memory_mb
 from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as _progress

@@ -28,7 +28,7 @@ from shared import spark_internals
 from shared.config import Config, load_config, with_overrides
 from shared.storage import local_folder
 from shared.errors import LakehouseError
-from lakehouse.bench.memory import process_memory_mb
+from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds, process_memory_mb
 from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as say_progress
@@ -124,6 +124,9 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env(),
     )
     started = time.monotonic()
+    # The cores each part uses over the load: the machine's CPU is what the medallion competes for.
+    cpu_parts = {"fast_path": jvm_pid, **({"medallion": separate.pid} if separate is not None else {})}
+    cpu_before = {"machine": machine_busy_seconds()} | {part: cpu_seconds(pid) for part, pid in cpu_parts.items()}
     batches: dict[int, ProgressSummary] = {}
     samples: list[dict[str, Any]] = []
     next_sample = started
@@ -156,7 +159,10 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             if query.exception():
                 raise RuntimeError(f"the fast path failed: {query.exception()}")
             time.sleep(0.2)
+        load_s = time.monotonic() - started
+        cpu_after = {"machine": machine_busy_seconds()} | {part: cpu_seconds(pid) for part, pid in cpu_parts.items()}
         generated = json.loads(generator.stdout.read())
+        cores = cores_used(cpu_before, cpu_after, load_s, generated["cpu_share"])
         drain_started = time.monotonic()
         load_ended = datetime.now(timezone.utc)
         # A real-time batch reports its progress when it ends, a checkpoint interval at most from now.
@@ -201,6 +207,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         "drain_s": round(drain_s, 1),
         "mode": config.operational.mode,
         "batch_ends": [batch_end(p) for p in data] if config.operational.mode == "real-time" else [],
+        "cores_during_load": cores,
         "samples": samples,
         **scrapes,
         **gold,
@@ -261,6 +268,21 @@ def batch_end(summary: Any) -> dict[str, Any]:
                            "read_for_eviction": (op.get("customMetrics") or {}).get("numRowsReadDuringEviction"),
                            "custom_metrics": op.get("customMetrics") or {}}
                           for op in summary.operators]}
+
+
+def cores_used(before: dict[str, float], after: dict[str, float], seconds: float,
+               generator_share: float) -> dict[str, float]:
+    """Cores each part used over `seconds`, from CPU seconds read before and after (the machine's
+    busy time and each part's process tree) and the generator's own share of a core; `rest` is the
+    machine's busy time no part accounts for: the broker, this process, anything else on the machine.
+
+        cores_used({"machine": 0, "fast_path": 0}, {"machine": 150, "fast_path": 80}, 100, 0.2)
+        == {"machine": 1.5, "fast_path": 0.8, "generator": 0.2, "rest": 0.5}
+    """
+    cores = {part: round((after[part] - before[part]) / seconds, 2) for part in before}
+    cores["generator"] = round(generator_share, 2)
+    cores["rest"] = round(cores["machine"] - sum(used for part, used in cores.items() if part != "machine"), 2)
+    return cores
 
 
 #: A run is valid only when the traffic delivered at least this share of the offered rate.

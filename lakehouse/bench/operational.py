@@ -73,6 +73,7 @@ def freshness(settings: list[str], rate: float, seconds: float, hot_pages: int, 
     beside = measured_run(profile, settings, rate, seconds, hot_pages, latency=True, with_medallion="separate")
     say_progress(f"bench: {profile} with the medallion: " + summary_line(beside))
     gold = beside.pop("gold_freshness", {})  # reported once, at the top
+    cores = {"alone": alone.pop("cores_during_load"), "with_medallion": beside.pop("cores_during_load")}
     fast_alone, fast_beside = latency_figures(alone), latency_figures(beside)
     ratio = (round(fast_beside["p99_ms"] / fast_alone["p99_ms"], 2)
              if fast_alone.get("p99_ms") and fast_beside.get("p99_ms") is not None else None)
@@ -81,6 +82,7 @@ def freshness(settings: list[str], rate: float, seconds: float, hot_pages: int, 
         "gold_freshness": gold,
         "fast_path": {"alone": fast_alone, "with_medallion": fast_beside},
         "fast_path_p99_with_medallion_over_alone": ratio,
+        "cores_during_load": cores,
         "targets_met": {
             "gold_freshness_p99_under_60_s": gold.get("p99_s") is not None and gold["p99_s"] < FRESHNESS_P99_TARGET_S,
             "gold_caught_up_after_the_load": gold.get("caught_up_s_after_load") is not None,

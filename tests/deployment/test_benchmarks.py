@@ -9,6 +9,7 @@ can spare."""
 from __future__ import annotations
 
 import json
+import os
 
 from tests.helpers import run_lakehouse
 
@@ -45,6 +46,9 @@ def test_bench_freshness_reports_gold_beside_the_fast_path_and_the_fast_path_alo
     assert gold["caught_up_s_after_load"] is not None  # every click of the load reached gold
     assert 0 < gold["p50_s"] <= gold["p99_s"] <= gold["max_s"] < gold["measured_s"] + 30
     assert report["targets_met"]["gold_caught_up_after_the_load"] is True
+    cores = report["cores_during_load"]  # the medallion's JVM ran its streams: it used CPU, within the machine's
+    assert "medallion" not in cores["alone"] and cores["alone"]["fast_path"] > 0
+    assert 0 < cores["with_medallion"]["medallion"] < cores["with_medallion"]["machine"] <= os.cpu_count() + 0.05
 
 
 def test_bench_capacity_finds_a_rate_whose_p99_meets_the_sla(config_overrides):

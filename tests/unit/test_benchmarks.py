@@ -3,13 +3,16 @@ not deliver the offered rate is reported as invalid rather than as a figure."""
 
 from __future__ import annotations
 
+import os
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
 from lakehouse.bench.operational import latency_figures
-from lakehouse.bench.measured_run import delivery
+from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
+from lakehouse.bench.measured_run import cores_used, delivery
 from lakehouse.bench.capacity import load_shape, search_rates
 from shared.query_progress import ProgressSummary
 from tests.conftest import make_config
@@ -175,3 +178,31 @@ def test_each_layers_batches_in_the_window_say_how_busy_it_was():
     # the third batch ends at 10:00:54, after the window
     assert layer_figures(silver, start, start + timedelta(seconds=50)) == {
         "silver_clicks": {"batches": 2, "median_s": 15.0, "max_s": 20.0, "busy_share": 0.6}}
+
+
+def test_cores_used_are_cpu_seconds_over_the_load_and_the_rest_is_the_machines_unaccounted_time():
+    before = {"machine": 1000.0, "fast_path": 400.0, "medallion": 100.0}
+    after = {"machine": 1180.0, "fast_path": 460.0, "medallion": 190.0}
+
+    cores = cores_used(before, after, 100.0, 0.12)
+
+    assert cores == {"machine": 1.8, "fast_path": 0.6, "medallion": 0.9, "generator": 0.12, "rest": 0.18}
+
+
+def test_cpu_seconds_count_a_childs_work_and_the_machine_counts_it_too():
+    """A busy child of this process shows in this process's tree and in the machine's busy time."""
+    import subprocess
+    import sys
+
+    tree, own, machine = cpu_seconds(os.getpid()), time.process_time(), machine_busy_seconds()
+    child = subprocess.Popen([sys.executable, "-c", "import time\nend = time.process_time() + 0.5\n"
+                              "while time.process_time() < end: pass\ninput()"], stdin=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while cpu_seconds(child.pid) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        children = (cpu_seconds(os.getpid()) - tree) - (time.process_time() - own)
+        assert children >= 0.45  # the child's half second, counted while it lives
+        assert machine_busy_seconds() - machine >= 0.45
+    finally:
+        child.communicate(b"\n", timeout=30)
