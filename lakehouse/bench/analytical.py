@@ -10,7 +10,7 @@ late, duplicate and malformed data. Two fresh lakehouses (own topic, own storage
 Block H is the same data in both, so the two incremental times differ only by the history under
 them; their ratio is the result (it should stay near 1). Each backfill runs in a fresh process
 (`python -m lakehouse.bench.analytical run`), which reports per-layer rows and seconds, Spark's parts
-of them, and the peak resident memory of its JVM (VmHWM) and of itself.
+of them, the peak resident memory of its JVM (VmHWM) and of itself, and the JVM's heap at its highest.
 
 After the Hx history's backfill comes the floor (`... floor`, `run_floor`): the same work from its
 bronze to gold as a plain batch job, in a fresh process. The summary holds the medallion's speed as a
@@ -24,8 +24,11 @@ import json
 import resource
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -51,14 +54,40 @@ def run_backfill(settings: list[str]) -> dict[str, Any]:
     config = load_config(_config_file(settings), _overrides(settings))
     spark = spark_session(config, application="analytical")
     started = time.monotonic()
-    runs = pipeline.backfill(spark, config, report=_progress)
+    with jvm_memory_peaks(spark) as peaks:
+        runs = pipeline.backfill(spark, config, report=_progress)
     jvm_pid = spark_internals.jvm_pid(spark)
     return {
         "seconds": round(time.monotonic() - started, 3),
         "layers": [{**run.as_dict(), "durations_ms": run.durations_ms} for run in runs],
         "jvm_peak_rss_mb": process_memory_mb(jvm_pid, "VmHWM"),
+        **{f"jvm_peak_{part}_mb": mb for part, mb in peaks.items()},
         "python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
+
+
+@contextmanager
+def jvm_memory_peaks(spark: Any, every_s: float = 0.5) -> Iterator[dict[str, float]]:
+    """The highest of each JVM memory figure (shared.spark_internals.jvm_memory_mb: heap committed
+    and used, non-heap committed) over the block, sampled every `every_s` by a thread: beside the
+    JVM's peak RSS, they say how much of it was the heap."""
+    peaks: dict[str, float] = {}
+    done = threading.Event()
+
+    def sample() -> None:
+        while True:
+            for part, mb in spark_internals.jvm_memory_mb(spark).items():
+                peaks[part] = max(peaks.get(part, 0.0), mb)
+            if done.wait(every_s):
+                return
+
+    sampler = threading.Thread(target=sample, name="jvm-memory-peaks", daemon=True)
+    sampler.start()
+    try:
+        yield peaks
+    finally:
+        done.set()
+        sampler.join()
 
 
 #: The floor's steps, in order, each timed alone.
@@ -157,6 +186,7 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
     small, large = (result[key]["incremental_backfill"] for key in ("1x", f"{history}x"))
     floor = result["floor"]
     floor_per_s = floor["rows"]["bronze/clicks"] / floor["seconds"]
+    backfills = [run for scenario in (result["1x"], result[f"{history}x"]) for run in scenario.values()]
     bronze_to_gold = rows / downstream_s
     kafka_to_gold = rows / _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE))
     result["summary"] = {
@@ -171,8 +201,10 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
         f"incremental_ratio_{history}x_over_1x": round(large["seconds"] / small["seconds"], 3),
         "incremental_bronze_to_gold_ratio": round(_seconds(large, _DOWNSTREAM_OF_BRONZE)
                                                   / _seconds(small, _DOWNSTREAM_OF_BRONZE), 3),
-        "peak_jvm_rss_mb": max(run["jvm_peak_rss_mb"] or 0 for scenario in (result["1x"], result[f"{history}x"])
-                               for run in scenario.values()),
+        "peak_jvm_rss_mb": max(run["jvm_peak_rss_mb"] or 0 for run in backfills),
+        # the same backfills' heap at its highest: of the peak RSS, how much the heap held from the system
+        **{f"peak_jvm_{part}_mb": max(run.get(f"jvm_peak_{part}_mb", 0.0) for run in backfills)
+           for part in ("heap_committed", "heap_used", "non_heap_committed")},
         "floor_peak_jvm_rss_mb": floor["jvm_peak_rss_mb"],
     }
     return result

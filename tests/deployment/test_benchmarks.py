@@ -117,3 +117,6 @@ def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
     layers = report["summary"]["where_the_time_goes"]["medallion"]
     assert set(layers) == {"bronze_clicks", "silver_clicks", "gold_page_clicks_5s", "gold_page_clicks_hourly"}
     assert all(0 <= layer["start_and_stop_s"] < layer["seconds"] and layer["addBatch_s"] > 0 for layer in layers.values())
+    summary = report["summary"]  # the heap sampled while the backfills ran: what it held is resident memory
+    assert 0 < summary["peak_jvm_heap_used_mb"] <= summary["peak_jvm_heap_committed_mb"]
+    assert summary["peak_jvm_heap_used_mb"] < summary["peak_jvm_rss_mb"]
