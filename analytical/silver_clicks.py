@@ -18,9 +18,8 @@ The stream checks `suite`'s expectations on each valid event under its policy (d
 `quality.policies.silver_clicks` overrides it; analytical.quality): under `drop`, an event that
 breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
-Both are written with insert-only MERGEs, or appends where the table has nothing in the batch's
-range (analytical.tables.insert_new): a replayed micro-batch finds its rows already there and adds
-nothing.
+Both are written by appending the rows the table does not hold yet (analytical.tables.insert_new):
+a replayed micro-batch finds its rows already there and adds nothing.
 """
 
 from __future__ import annotations
@@ -127,7 +126,9 @@ def quarantined(parsed: DataFrame) -> DataFrame:
     )
 
 
-SAME_RECORD = "t.topic = s.topic AND t.partition = s.partition AND t.offset = s.offset"
+#: A Kafka record's coordinates: the quarantine holds each record once.
+RECORD = ("topic", "partition", "offset")
+SAME_RECORD = " AND ".join(f"t.`{column}` = s.`{column}`" for column in RECORD)
 
 
 def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine_path: str,
@@ -137,9 +138,9 @@ def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine
         valid = batch.transform(silver_clicks)
         events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
         horizon = spark_interval(watermark)
-        insert_new(events, clicks_path, same_event(watermark), Prune("eventTime", "eventTime", horizon),
+        insert_new(events, clicks_path, ("eventId",), same_event(watermark), Prune("eventTime", "eventTime", horizon),
                    bounds_from=valid)
-        insert_new(batch.transform(quarantined), quarantine_path, SAME_RECORD, Prune("offset", "offset"))
+        insert_new(batch.transform(quarantined), quarantine_path, RECORD, SAME_RECORD, Prune("offset", "offset"))
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:

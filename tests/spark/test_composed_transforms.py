@@ -7,7 +7,7 @@ under test.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
@@ -16,6 +16,7 @@ from analytical.gold_page_clicks_5s import page_clicks_5s
 from analytical import tables
 from analytical.tables import Prune, create_if_missing, insert_new, upsert
 from operational.hot_pages import hot_page_alerts
+from shared.rule import same_event
 from tests.conftest import make_config
 from tests.contract_oracle import alert_id
 from tests.helpers import click
@@ -78,16 +79,32 @@ def test_insert_new_adds_only_unseen_rows_so_a_replayed_batch_adds_nothing(spark
     create_if_missing(spark, path, spark.createDataFrame([], EVENTS_SCHEMA).schema)
     prune = Prune("eventTime", "eventTime", margin="10 minutes")
     first = spark.createDataFrame([("e1", "/a", at("10:00:00")), ("e2", "/a", at("10:00:01"))], EVENTS_SCHEMA)
-    insert_new(first, path, "t.eventId = s.eventId", prune)
-    insert_new(first, path, "t.eventId = s.eventId", prune)  # the replay
+    insert_new(first, path, ("eventId",), "t.eventId = s.eventId", prune)
+    insert_new(first, path, ("eventId",), "t.eventId = s.eventId", prune)  # the replay
     second = spark.createDataFrame([("e2", "/b", at("10:00:02")), ("e3", "/a", at("10:00:03"))], EVENTS_SCHEMA)
-    insert_new(second, path, "t.eventId = s.eventId", prune)
+    insert_new(second, path, ("eventId",), "t.eventId = s.eventId", prune)
     history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count()
-    insert_new(first.limit(0), path, "t.eventId = s.eventId", prune)  # an empty batch: no commit
+    insert_new(first.limit(0), path, ("eventId",), "t.eventId = s.eventId", prune)  # an empty batch: no commit
 
     rows = sorted((r.eventId, r.pageId) for r in spark.read.format("delta").load(path).collect())
     assert rows == [("e1", "/a"), ("e2", "/a"), ("e3", "/a")]  # e2's first copy kept
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == history
+
+
+def test_insert_new_appends_a_reused_key_that_match_tells_apart_and_keeps_rows_out_of_the_range(spark, tmp_path):
+    """Rows sharing a key hash with the batch are only candidates: `match` decides, within the range."""
+    path = str(tmp_path / "silver")
+    create_if_missing(spark, path, spark.createDataFrame([], EVENTS_SCHEMA).schema)
+    prune = Prune("eventTime", "eventTime", margin="10 minutes")
+    history = spark.createDataFrame([("e1", "/a", at("10:00:00")), ("e2", "/a", at("10:00:00"))], EVENTS_SCHEMA)
+    insert_new(history, path, ("eventId",), same_event(timedelta(minutes=10)), prune)
+    batch = spark.createDataFrame([("e1", "/b", at("10:25:00")),   # e1 again, 25 minutes later: another event
+                                   ("e2", "/b", at("10:09:00")),   # e2's copy within the horizon: known
+                                   ("e4", "/b", at("10:09:30"))], EVENTS_SCHEMA)
+    insert_new(batch, path, ("eventId",), same_event(timedelta(minutes=10)), prune)
+
+    rows = sorted((r.eventId, r.pageId) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("e1", "/a"), ("e1", "/b"), ("e2", "/a"), ("e4", "/b")]
 
 
 def test_upsert_writes_absolute_counts_so_a_replay_changes_nothing_and_a_correction_replaces(spark, tmp_path):
