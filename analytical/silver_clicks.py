@@ -45,7 +45,7 @@ from analytical.quality import (
 )
 from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
-from analytical.tables import Prune, Table, cached, insert_new
+from analytical.tables import Prune, Table, cached, insert_new, same_keys
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
@@ -128,7 +128,7 @@ def quarantined(parsed: DataFrame) -> DataFrame:
 
 #: A Kafka record's coordinates: the quarantine holds each record once.
 RECORD = ("topic", "partition", "offset")
-SAME_RECORD = " AND ".join(f"t.`{column}` = s.`{column}`" for column in RECORD)
+SAME_RECORD = same_keys(RECORD)
 
 
 def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine_path: str,

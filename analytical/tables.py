@@ -265,13 +265,20 @@ def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, p
 
 def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> None:
     """Write `batch` (one row per key) over the table: matching rows take its values, others are added."""
-    match = " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
-    merge_or_append(batch, path, prune, match=match,
+    merge_or_append(batch, path, prune, match=same_keys(keys),
                     merge=lambda merge: merge.whenMatchedUpdateAll().whenNotMatchedInsertAll())
 
 
-def merge_or_append(batch: DataFrame, path: str, prune: Prune, bounds_from: DataFrame | None = None, *,
-                    match: str, merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder]) -> None:
+def same_keys(keys: tuple[str, ...]) -> str:
+    """SQL on t = table, s = batch: the `keys` columns equal on both sides.
+
+        same_keys(("pageId", "windowStart")) == "t.`pageId` = s.`pageId` AND t.`windowStart` = s.`windowStart`"
+    """
+    return " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
+
+
+def merge_or_append(batch: DataFrame, path: str, prune: Prune, *, match: str,
+                    merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder]) -> None:
     """MERGE `batch` (alias s) into the table at `path` (alias t) on `match` within `prune`'s range,
     with the clauses `merge` adds to Delta's merge builder; or, when the table has no row in that
     range, so that nothing could match, append it, each task's rows sorted on `prune.target_column`,
@@ -282,7 +289,7 @@ def merge_or_append(batch: DataFrame, path: str, prune: Prune, bounds_from: Data
     """
     from delta.tables import DeltaTable
 
-    bounds = prune.condition(batch if bounds_from is None else bounds_from)
+    bounds = prune.condition(batch)
     if bounds is None:
         return  # an empty batch: no commit
     table = DeltaTable.forPath(batch.sparkSession, path)
