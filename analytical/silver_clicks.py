@@ -126,6 +126,18 @@ def quarantined(parsed: DataFrame) -> DataFrame:
     )
 
 
+def written_parts(parsed: DataFrame) -> DataFrame:
+    """What the two tables take of parsed bronze rows: the event's columns, the coordinates and the
+    reason of every row, and the raw key and value of the invalid ones only (null on a valid row).
+
+    `write_batch` caches a micro-batch for its two writes; a valid record's raw bytes, parsed into
+    its columns, and its headers were most of that cache and neither table keeps them.
+    """
+    invalid = F.col("invalidReason").isNotNull()
+    return parsed.select(*EVENT_COLUMNS, *KAFKA_COORDINATES, "invalidReason",
+                         *(F.when(invalid, F.col(raw)).alias(raw) for raw in ("key", "value")))
+
+
 #: A Kafka record's coordinates: the quarantine holds each record once.
 RECORD = ("topic", "partition", "offset")
 SAME_RECORD = same_keys(RECORD)
@@ -134,13 +146,13 @@ SAME_RECORD = same_keys(RECORD)
 def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine_path: str,
                 watermark: timedelta) -> None:
     """One micro-batch of parsed bronze rows into both tables; safe to replay."""
-    with cached(batch):
-        valid = batch.transform(silver_clicks)
+    with cached(batch.transform(written_parts)) as rows:
+        valid = rows.transform(silver_clicks)
         events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
         horizon = spark_interval(watermark)
         insert_new(events, clicks_path, ("eventId",), same_event(watermark), Prune("eventTime", "eventTime", horizon),
                    bounds_from=valid)
-        insert_new(batch.transform(quarantined), quarantine_path, RECORD, SAME_RECORD, Prune("offset", "offset"))
+        insert_new(rows.transform(quarantined), quarantine_path, RECORD, SAME_RECORD, Prune("offset", "offset"))
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:

@@ -98,8 +98,9 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     """The work of a backfill from bronze to gold as a plain batch job: the floor the medallion is held to.
 
     It reads the bronze table a backfill filled, parses it with the shared parsing (the contract's
-    validity checks included) and keeps it cached, de-duplicates by eventId keeping the first copy,
-    counts per page and window with the shared rule, rolls the windows up per hour, and writes each
+    validity checks included) and keeps what silver's tables take of it cached (as silver does),
+    de-duplicates by eventId keeping the first copy, counts per page and window with the shared rule,
+    rolls the windows up per hour, and writes each
     result over a Delta table declared like the medallion's (same schema, partitioning and statistics
     columns) under `storage.root/_floor`. What it leaves out is what the medallion adds for
     its guarantees: streaming, MERGE against history, state, expectations, a query's start and stop.
@@ -123,7 +124,8 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
 
     started = time.monotonic()
     parsed = (read_table(spark, config.storage.root, bronze_clicks.TABLE)
-              .transform(parse_clicks, config.quality, bronze_clicks.KAFKA_TIMESTAMP).cache())
+              .transform(parse_clicks, config.quality, bronze_clicks.KAFKA_TIMESTAMP)
+              .transform(silver_clicks.written_parts).cache())
     rows[str(bronze_clicks.TABLE)] = parsed.count()
     seconds["parse"] = time.monotonic() - started
     events = parsed.transform(silver_clicks.silver_clicks).transform(

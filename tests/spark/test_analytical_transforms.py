@@ -10,7 +10,7 @@ from pyspark.sql import functions as F
 
 from analytical import trends
 from analytical.gold_page_clicks_hourly import roll_up_hours
-from analytical.silver_clicks import quarantined, silver_clicks
+from analytical.silver_clicks import quarantined, silver_clicks, written_parts
 from shared.parsing import parse_clicks
 from tests.conftest import make_config
 
@@ -106,3 +106,24 @@ def test_silver_and_quarantine_split_parsed_bronze_rows_and_keep_coordinates(spa
     assert [(r.eventId, r.partition, r.offset) for r in events.collect()] == [("e1", 0, 7)]
     bad = parsed.transform(quarantined).collect()
     assert [(bytes(r.value), r.reason, r.partition, r.offset) for r in bad] == [(b"\xff", "not_utf8", 1, 3)]
+
+
+def test_the_tables_take_an_invalid_records_bytes_and_a_valid_ones_columns(spark):
+    """What silver caches of a micro-batch: a valid record's key and value are dropped (its columns
+    hold it), an invalid record's are kept for the quarantine, and the headers go."""
+    bronze = spark.createDataFrame(
+        [(b"k1", b'{"eventId":"e1","pageId":"/a","eventTime":"2026-11-22T10:00:00Z"}', "t", 0, 7,
+          at("10:00:01"), at("10:00:02"), [("h", b"v")]),
+         (b"k2", b'{"eventId":"e2"}', "t", 1, 3, at("10:00:01"), at("10:00:02"), [])],
+        "key binary, value binary, topic string, partition int, offset long, kafkaTimestamp timestamp, "
+        "ingestTime timestamp, headers array<struct<key:string,value:binary>>",
+    )
+    parts = bronze.transform(parse_clicks, make_config().quality, "kafkaTimestamp").transform(written_parts)
+    expected = spark.createDataFrame(
+        [("e1", "/a", datetime(2026, 11, 22, 10), None, "t", 0, 7, at("10:00:01"), at("10:00:02"), None, None, None),
+         (None, None, None, None, "t", 1, 3, at("10:00:01"), at("10:00:02"), "missing_page_id", bytearray(b"k2"),
+          bytearray(b'{"eventId":"e2"}'))],
+        "eventId string, pageId string, eventTime timestamp, userId string, topic string, partition int, "
+        "offset long, kafkaTimestamp timestamp, ingestTime timestamp, invalidReason string, key binary, value binary",
+    )
+    assert_df_equality(parts, expected, ignore_row_order=True, ignore_nullable=True)
