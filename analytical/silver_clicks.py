@@ -130,8 +130,8 @@ def written_parts(parsed: DataFrame) -> DataFrame:
     """What the two tables take of parsed bronze rows: the event's columns, the coordinates and the
     reason of every row, and the raw key and value of the invalid ones only (null on a valid row).
 
-    `write_batch` caches a micro-batch for its two writes; a valid record's raw bytes, parsed into
-    its columns, and its headers were most of that cache and neither table keeps them.
+    `write_batch` caches a micro-batch for its two writes: a valid record's raw bytes (its columns
+    hold them) and its headers would be most of that cache, and neither table keeps them.
     """
     invalid = F.col("invalidReason").isNotNull()
     return parsed.select(*EVENT_COLUMNS, *KAFKA_COORDINATES, "invalidReason",

@@ -100,10 +100,10 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     It reads the bronze table a backfill filled, parses it with the shared parsing (the contract's
     validity checks included) and keeps what silver's tables take of it cached (as silver does),
     de-duplicates by eventId keeping the first copy, counts per page and window with the shared rule,
-    rolls the windows up per hour, and writes each
-    result over a Delta table declared like the medallion's (same schema, partitioning and statistics
-    columns) under `storage.root/_floor`. What it leaves out is what the medallion adds for
-    its guarantees: streaming, MERGE against history, state, expectations, a query's start and stop.
+    rolls the windows up per hour, and writes each result over a Delta table declared like the
+    medallion's (same schema, partitioning and statistics columns) under `storage.root/_floor`. What it
+    leaves out is what the medallion adds for its guarantees: streaming, MERGE against history, state,
+    expectations, a query's start and stop.
     """
     from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
     from analytical.tables import read_table
