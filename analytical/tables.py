@@ -11,9 +11,9 @@ cannot add a row twice:
 Each write carries a literal range on the target (`Prune`), so Delta reads only the files whose
 min/max statistics overlap the batch instead of the whole table: the time of a micro-batch does not
 grow with history. Appends are clustered by the range's column, so that each file holds a narrow
-range, which the next batches' ranges then skip. Where gold holds no row in a batch's range (a
-backfill's history, a new block of it), no row can match, and `upsert` appends instead of MERGEing
-(`merge_or_append`).
+range, which the next batches' ranges then skip. Where no file of gold may hold a row in a batch's
+range (a backfill's history, a new block of it), no row can match, and `upsert` appends instead of
+MERGEing (`merge_or_append`).
 """
 
 from __future__ import annotations
@@ -280,9 +280,13 @@ def same_keys(keys: tuple[str, ...]) -> str:
 def merge_or_append(batch: DataFrame, path: str, prune: Prune, *, match: str,
                     merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder]) -> None:
     """MERGE `batch` (alias s) into the table at `path` (alias t) on `match` within `prune`'s range,
-    with the clauses `merge` adds to Delta's merge builder; or, when the table has no row in that
-    range, so that nothing could match, append it, each task's rows sorted on `prune.target_column`,
-    APPEND_FILE_ROWS a file.
+    with the clauses `merge` adds to Delta's merge builder; or, when no file of the table may hold a
+    row in that range, so that nothing could match, append it, each task's rows sorted on
+    `prune.target_column`, APPEND_FILE_ROWS a file.
+
+    Which files may hold the range is what Delta's data skipping answers from the files' min/max
+    statistics, without reading a row: a live batch always finds its range's files and MERGEs, and
+    reading a row to learn so would be a Spark job of its own in every batch.
 
     For example, gold's windows for a new hour are appended; the next batch's windows of the same
     hour are MERGEd, reading only the files of that hour.
@@ -294,7 +298,7 @@ def merge_or_append(batch: DataFrame, path: str, prune: Prune, *, match: str,
         return  # an empty batch: no commit
     table = DeltaTable.forPath(batch.sparkSession, path)
     target = table.toDF()
-    if target.alias("t").where(bounds).isEmpty():
+    if not target.alias("t").where(bounds).inputFiles():
         _append(batch.select(*target.columns), path, prune)
         return
     merge(table.alias("t").merge(batch.alias("s"), f"({match}) AND {bounds}")).execute()
