@@ -10,11 +10,13 @@ late, duplicate and malformed data. Two fresh lakehouses (own topic, own storage
 Block H is the same data in both, so the two incremental times differ only by the history under
 them; their ratio is the result (it should stay near 1). Each backfill runs in a fresh process
 (`python -m lakehouse.bench.analytical run`), which reports per-layer rows and seconds, Spark's parts
-of them, the peak resident memory of its JVM (VmHWM) and of itself, and the JVM's heap at its highest.
+of them and the CPU seconds its JVM spent on each, the peak resident memory of its JVM (VmHWM) and of
+itself, and the JVM's heap at its highest.
 
 After the Hx history's backfill comes the floor (`... floor`, `run_floor`): the same work from its
 bronze to gold as a plain batch job, in a fresh process. The summary holds the medallion's speed as a
-fraction of the floor's, and where each layer's time goes beside the floor's steps.
+fraction of the floor's, the CPU each spent per event, and where each layer's time goes beside the
+floor's steps.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 from shared.config import load_config, with_overrides
 from shared.errors import LakehouseError
 from shared import spark_internals
-from lakehouse.bench.linux_process import process_memory_mb
+from lakehouse.bench.linux_process import cpu_seconds, process_memory_mb
 from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as _progress
@@ -48,18 +50,26 @@ _DOWNSTREAM_OF_BRONZE = ("silver", "gold")
 
 
 def run_backfill(settings: list[str]) -> dict[str, Any]:
+    """One backfill, layer by layer as `pipeline.backfill` runs them, with the CPU seconds its JVM
+    spent on each (all its threads: tasks, JIT, GC)."""
     from analytical import pipeline
+    from analytical.registry import STREAMS
     from shared.spark import spark_session
 
     config = load_config(_config_file(settings), _overrides(settings))
     spark = spark_session(config, application="analytical")
-    started = time.monotonic()
-    with jvm_memory_peaks(spark) as peaks:
-        runs = pipeline.backfill(spark, config, report=_progress)
     jvm_pid = spark_internals.jvm_pid(spark)
+    started = time.monotonic()
+    layers = []
+    with jvm_memory_peaks(spark) as peaks:
+        for stream in STREAMS:
+            cpu_before = cpu_seconds(jvm_pid)
+            [run] = pipeline.backfill(spark, config, report=_progress, streams=[stream])
+            layers.append({**run.as_dict(), "durations_ms": run.durations_ms,
+                           "cpu_s": round(cpu_seconds(jvm_pid) - cpu_before, 2)})
     return {
         "seconds": round(time.monotonic() - started, 3),
-        "layers": [{**run.as_dict(), "durations_ms": run.durations_ms} for run in runs],
+        "layers": layers,
         "jvm_peak_rss_mb": process_memory_mb(jvm_pid, "VmHWM"),
         **{f"jvm_peak_{part}_mb": mb for part, mb in peaks.items()},
         "python_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
@@ -122,6 +132,8 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
         frame.write.format("delta").mode("overwrite").save(path)
         rows[str(table)] = spark.read.format("delta").load(path).count()
 
+    jvm_pid = spark_internals.jvm_pid(spark)
+    cpu_before = cpu_seconds(jvm_pid)
     started = time.monotonic()
     parsed = (read_table(spark, config.storage.root, bronze_clicks.TABLE)
               .transform(parse_clicks, config.quality, bronze_clicks.KAFKA_TIMESTAMP)
@@ -144,8 +156,9 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     return {
         "seconds": round(time.monotonic() - started, 3),
         "steps_s": {step: round(seconds[step], 3) for step in FLOOR_STEPS},
+        "cpu_s": round(cpu_seconds(jvm_pid) - cpu_before, 2),
         "rows": rows,
-        "jvm_peak_rss_mb": process_memory_mb(spark_internals.jvm_pid(spark), "VmHWM"),
+        "jvm_peak_rss_mb": process_memory_mb(jvm_pid, "VmHWM"),
     }
 
 
@@ -197,6 +210,11 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
         "floor_events_per_s": round(floor_per_s),
         "bronze_to_gold_over_floor": round(bronze_to_gold / floor_per_s, 3),
         "kafka_to_gold_over_floor": round(kafka_to_gold / floor_per_s, 3),
+        # the JVM's CPU per event: what a rate costs in cores (20,000/s at 50 us is one core)
+        "cpu_us_per_event": {"floor": _per_event_us(floor["cpu_s"], floor["rows"]["bronze/clicks"]),
+                             "bronze_to_gold": _per_event_us(_seconds(largest, _DOWNSTREAM_OF_BRONZE, "cpu_s"), rows),
+                             "kafka_to_gold": _per_event_us(
+                                 _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE), "cpu_s"), rows)},
         "where_the_time_goes": {"medallion": _breakdown(largest), "floor_s": floor["steps_s"]},
         "incremental_s_1x": small["seconds"],
         f"incremental_s_{history}x": large["seconds"],
@@ -219,15 +237,20 @@ def _breakdown(run: dict[str, Any]) -> dict[str, dict[str, float]]:
     for layer in run["layers"]:
         spark_ms = layer["durations_ms"]
         in_batches = spark_ms.get("triggerExecution", 0) / 1000
-        parts[layer["query"]] = {"seconds": layer["seconds"], "batches": layer["batches"],
+        parts[layer["query"]] = {"seconds": layer["seconds"], "cpu_s": layer["cpu_s"], "batches": layer["batches"],
                                  "start_and_stop_s": round(layer["seconds"] - in_batches, 3),
                                  **{f"{part}_s": round(ms / 1000, 3) for part, ms in sorted(spark_ms.items())
                                     if part != "triggerExecution"}}
     return parts
 
 
-def _seconds(run: dict[str, Any], layers: tuple[str, ...]) -> float:
-    return sum(layer["seconds"] for layer in run["layers"] if layer["layer"] in layers)
+def _seconds(run: dict[str, Any], layers: tuple[str, ...], figure: str = "seconds") -> float:
+    """A figure of a backfill's layers (`seconds`, `cpu_s`) summed over those in `layers`."""
+    return sum(layer[figure] for layer in run["layers"] if layer["layer"] in layers)
+
+
+def _per_event_us(cpu_s: float, events: int) -> float | None:
+    return round(cpu_s / events * 1e6, 1) if events else None
 
 
 def _generate(settings: list[str], block: int, events: int, span_s: float) -> None:

@@ -117,6 +117,10 @@ def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
     layers = report["summary"]["where_the_time_goes"]["medallion"]
     assert set(layers) == {"bronze_clicks", "silver_clicks", "gold_page_clicks_5s", "gold_page_clicks_hourly"}
     assert all(0 <= layer["start_and_stop_s"] < layer["seconds"] and layer["addBatch_s"] > 0 for layer in layers.values())
+    # the JVM's CPU over each layer: a Spark query runs its tasks, and Kafka -> gold holds bronze -> gold
+    assert all(layer["cpu_s"] > 0 for layer in layers.values()), layers
+    per_event = report["summary"]["cpu_us_per_event"]
+    assert 0 < per_event["bronze_to_gold"] < per_event["kafka_to_gold"] and per_event["floor"] > 0, per_event
     summary = report["summary"]  # the heap sampled while the backfills ran: what it held is resident memory
     assert 0 < summary["peak_jvm_heap_used_mb"] <= summary["peak_jvm_heap_committed_mb"]
     assert summary["peak_jvm_heap_used_mb"] < summary["peak_jvm_rss_mb"]
