@@ -1,12 +1,13 @@
 """`gold/page_clicks_5s`: clicks per page and 5-second window, with isHot; the source of truth.
 
   silver/clicks (Delta stream) -> watermark `analytical.watermark` -> Kafka append times observed
-  (gold's freshness) -> shared rule: count per page and window, mark hot -> MERGE into the table
+  (gold's freshness) -> shared rule: count per page and window, mark hot -> replace the
+  changed minutes' rows in the table (analytical.tables.upsert)
 
 Update output mode: every micro-batch emits the windows it changed with their full counts, so
 when a backfill ends every window up to the newest event is in the table (none is held back for
 the watermark), and an event that arrives late, but within the watermark, raises its window's
-count in the next batch. The MERGE writes absolute counts, which makes a replayed batch harmless.
+count in the next batch. The write sets absolute counts, which makes a replayed batch harmless.
 The stream checks `suite`'s row-level expectations on each window it writes, under its policy
 (declared `fail`; `quality.policies.gold_page_clicks_5s` overrides it).
 Events later than the watermark are dropped from gold (the stream's numRowsDroppedByWatermark
@@ -95,7 +96,7 @@ TABLE = Table(
         StructField("clickCount", LongType(), nullable=False),
         StructField("isHot", BooleanType(), nullable=False),
     ]),
-    # The MERGE's window range, and time-clustered files: a correction (within the watermark, so to
+    # The writes' window range, and time-clustered files: a correction (within the watermark, so to
     # the newest windows) rewrites the newest file, never one that mixes them with history.
     z_order=("windowStart",),
     expectations=suite,

@@ -7,13 +7,13 @@ Silver and gold are written from `foreachBatch` so that a micro-batch replayed a
 cannot add a row twice:
   - `insert_new` (silver clicks and quarantine): appends only the rows the table does not hold yet,
     found by their keys' hash without shuffling the table's rows;
-  - `upsert`: MERGE that sets absolute values (gold): writing the same batch twice changes nothing.
+  - `upsert` (gold): replaces the rows of the minutes the batch changed with absolute values, so
+    writing the same batch twice changes nothing.
 Each write carries a literal range on the target (`Prune`), so Delta reads only the files whose
 min/max statistics overlap the batch instead of the whole table: the time of a micro-batch does not
-grow with history. Appends are clustered by the range's column, so that each file holds a narrow
+grow with history. Writes are clustered by the range's column, so that each file holds a narrow
 range, which the next batches' ranges then skip. Where no file of gold may hold a row in a batch's
-range (a backfill's history, a new block of it), no row can match, and `upsert` appends instead of
-MERGEing (`merge_or_append`).
+range (a backfill's history, a new block of it), nothing can be replaced, and `upsert` appends.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -34,9 +34,6 @@ from shared.errors import LakehouseError
 from shared.spark_internals import hadoop_file_system
 from shared.storage import location
 from shared.streaming import Stream, Writer
-
-if TYPE_CHECKING:
-    from delta.tables import DeltaMergeBuilder
 
 #: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"
@@ -55,7 +52,7 @@ class Table:
     #: Exactly what the stream's transform produces; the stream refuses to start on any other.
     schema: StructType
     partition_by: tuple[str, ...] = ()
-    #: The only columns Delta keeps min/max statistics for: those readers and MERGEs filter on.
+    #: The only columns Delta keeps min/max statistics for: those readers and writes filter on.
     #: Empty: Delta's default, the first 32 columns.
     stats_columns: tuple[str, ...] = ()
     #: `lakehouse maintain` Z-orders by these; empty: compaction only.
@@ -90,7 +87,7 @@ class Table:
         return table_path(root, self.name)
 
     def create(self, spark: SparkSession, root: str, produced: StructType) -> str:
-        """Create the table under `root` unless it is there (a MERGE needs a target); its path.
+        """Create the table under `root` unless it is there (the streams' writes need one); its path.
 
         `produced`: the schema of the rows the stream is about to write. A transform that no longer
         produces the declared schema is a LakehouseError naming the difference, before anything
@@ -132,16 +129,16 @@ CHANGE_FEED = "delta.enableChangeDataFeed"
 
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
                       stats_columns: tuple[str, ...] = (), properties: dict[str, str] | None = None) -> None:
-    """Create an empty Delta table at `path` with `schema` unless one is there (a MERGE needs a target);
+    """Create an empty Delta table at `path` with `schema` unless one is there (the streams' writes need one);
     give an existing one any of `properties` it lacks (a table made before one was declared).
 
     `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
-    MERGEs filter on. By default it keeps them for the first 32 columns, and computing them for
+    writes filter on. By default it keeps them for the first 32 columns, and computing them for
     id strings nobody ranges over costs about as much as writing the Parquet itself.
     No table enables deletion vectors: `deltalake` (delta-rs, under Polars' `read_delta`) refuses
-    to read a table whose protocol lists them, and gold is what analysts read without Spark. A
-    MERGE rewrites the files holding the rows it changes instead; gold keeps those files small and
-    recent (see `Table.z_order` of the gold tables and analytical.maintenance).
+    to read a table whose protocol lists them, and gold is what analysts read without Spark. Gold's
+    writes replace whole files instead, small and recent ones (`upsert`, `Table.z_order` of the gold
+    tables and analytical.maintenance).
     """
     from delta.tables import DeltaTable
 
@@ -225,11 +222,11 @@ class Prune:
         return f"{column} BETWEEN {lower} AND {upper}"
 
 
-#: Rows per file of an append (`merge_or_append`), each task's rows sorted by the range's column:
+#: Rows per file that `insert_new` and `upsert` write, each task's rows sorted by the range's column:
 #: each file then holds a narrow range, a small part of a backfill's history. Sorted within the
 #: tasks, not across them: a global sort samples its input first, which recomputes silver's
 #: de-duplication.
-APPEND_FILE_ROWS = 100_000
+FILE_ROWS = 100_000
 
 
 def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, prune: Prune,
@@ -260,13 +257,39 @@ def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, p
                   .withColumn(_KEY_HASH, F.xxhash64(*keys))
                   .join(F.broadcast(batch_keys), _KEY_HASH, "left_semi").drop(_KEY_HASH))
     new = batch.alias("s").join(F.broadcast(candidates).alias("t"), F.expr(match), "left_anti")
-    _append(new.select(*target.columns), path, prune)
+    _write(new.select(*target.columns), path, prune)
 
 
 def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> None:
-    """Write `batch` (one row per key) over the table: matching rows take its values, others are added."""
-    merge_or_append(batch, path, prune, match=same_keys(keys),
-                    merge=lambda merge: merge.whenMatchedUpdateAll().whenNotMatchedInsertAll())
+    """Write `batch` (one row per key) over the table: its rows replace those with the same `keys`,
+    the others are added. The values are absolute, so writing the same batch twice changes nothing.
+
+    One commit (Delta's `replaceWhere`) replaces every row of each REPLACED_CELL (on
+    `prune.target_column`) that the batch holds a row in: the table's other rows of those cells,
+    then the batch, each task's rows sorted on the column, FILE_ROWS a file. What a batch rewrites
+    is bounded by the cells it changed, however large the table grows. A MERGE's would not be:
+    copy-on-write rewrites each file it matches whole, into the files it writes with the batch, and
+    a live batch always matches the file the batch before it wrote, so every row of the table would
+    be carried into each batch's file (analytical/README.md, "Gold's writes bounded by the minutes
+    they change").
+
+    Where no file of the table may hold a row of those cells (a backfill's history, a new block of
+    it), Delta's data skipping says so from the files' statistics without reading a row, and the
+    batch is appended.
+
+        windows of 10:00:00-10:00:05 (new) and 09:52:30 (a late correction) replace the rows of the
+        minutes 10:00 and 09:52; every other row of the table stays in its file
+    """
+    cells = _cells(batch, prune)
+    if cells is None:
+        return  # an empty batch: no commit
+    target = batch.sparkSession.read.format("delta").load(path)
+    rows = batch.select(*target.columns)
+    if not target.where(cells).inputFiles():
+        _write(rows, path, prune)
+        return
+    kept = target.where(cells).join(batch.select(*keys), list(keys), "left_anti")
+    _write(kept.unionByName(rows), path, prune, replace_where=cells)
 
 
 def same_keys(keys: tuple[str, ...]) -> str:
@@ -277,41 +300,46 @@ def same_keys(keys: tuple[str, ...]) -> str:
     return " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
 
 
-def merge_or_append(batch: DataFrame, path: str, prune: Prune, *, match: str,
-                    merge: Callable[[DeltaMergeBuilder], DeltaMergeBuilder]) -> None:
-    """MERGE `batch` (alias s) into the table at `path` (alias t) on `match` within `prune`'s range,
-    with the clauses `merge` adds to Delta's merge builder; or, when no file of the table may hold a
-    row in that range, so that nothing could match, append it, each task's rows sorted on
-    `prune.target_column`, APPEND_FILE_ROWS a file.
+#: What `upsert` rewrites: every row of each minute of the range's column that its batch holds a row in.
+REPLACED_CELL = "minute"
 
-    Which files may hold the range is what Delta's data skipping answers from the files' min/max
-    statistics, without reading a row: a live batch always finds its range's files and MERGEs, and
-    reading a row to learn so would be a Spark job of its own in every batch.
 
-    For example, gold's windows for a new hour are appended; the next batch's windows of the same
-    hour are MERGEd, reading only the files of that hour.
+def _cells(batch: DataFrame, prune: Prune) -> str | None:
+    """SQL on the table: `prune.target_column` within the REPLACED_CELLs that `prune.batch_column`
+    falls in, adjacent cells joined into one range; None when the batch is empty.
+
+        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00' AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00')
+         OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00' AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00')"
     """
-    from delta.tables import DeltaTable
-
-    bounds = prune.condition(batch)
-    if bounds is None:
-        return  # an empty batch: no commit
-    table = DeltaTable.forPath(batch.sparkSession, path)
-    target = table.toDF()
-    if not target.alias("t").where(bounds).inputFiles():
-        _append(batch.select(*target.columns), path, prune)
-        return
-    merge(table.alias("t").merge(batch.alias("s"), f"({match}) AND {bounds}")).execute()
+    cell = F.date_trunc(REPLACED_CELL, F.col(prune.batch_column))
+    bounds = (batch.where(cell.isNotNull())
+              .select(cell.alias("cell"), _as_text(cell, is_time=True).alias("start"),
+                      _as_text(cell + F.expr(f"INTERVAL 1 {REPLACED_CELL}"), is_time=True).alias("end"))
+              .distinct().orderBy("cell").collect())
+    ranges: list[list[str]] = []
+    for _, start, end in bounds:
+        if ranges and ranges[-1][1] == start:
+            ranges[-1][1] = end
+        else:
+            ranges.append([start, end])
+    column = f"`{prune.target_column}`"
+    return " OR ".join(f"({column} >= TIMESTAMP'{start}' AND {column} < TIMESTAMP'{end}')"
+                       for start, end in ranges) or None
 
 
 #: The hash of a row's keys, a column `insert_new` adds for its semi-join.
 _KEY_HASH = "_keyHash"
 
 
-def _append(rows: DataFrame, path: str, prune: Prune) -> None:
-    """Append `rows` (the table's columns), each task's sorted on the range's column, APPEND_FILE_ROWS a file."""
-    (rows.sortWithinPartitions(prune.target_column)
-     .write.format("delta").mode("append").option("maxRecordsPerFile", APPEND_FILE_ROWS).save(path))
+def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None = None) -> None:
+    """Append `rows` (the table's columns), or with `replace_where` replace the table's rows it
+    selects by them; each task's rows sorted on the range's column, FILE_ROWS a file."""
+    writer = (rows.sortWithinPartitions(prune.target_column)
+              .write.format("delta").option("maxRecordsPerFile", FILE_ROWS))
+    if replace_where is None:
+        writer.mode("append").save(path)
+    else:
+        writer.mode("overwrite").option("replaceWhere", replace_where).save(path)
 
 
 @contextmanager
@@ -329,10 +357,10 @@ def cached(batch: DataFrame) -> Iterator[DataFrame]:
 
 def upsert_stream(rows: DataFrame, table: Table, root: str, keys: tuple[str, ...], prune: Prune,
                   output_mode: str, keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
-    """A stream that MERGEs each micro-batch of `rows`, through `keep`, over `table` under `root`.
+    """A stream that writes each micro-batch of `rows`, through `keep`, over `table` under `root` (`upsert`).
 
-    Gold's writers. The table is created first. Each batch is persisted for the two passes over it
-    (its range, then the MERGE): recomputing a stateful batch would redo the aggregation.
+    Gold's writers. The table is created first. Each batch is persisted for the passes over it (its
+    cells, then the write): recomputing a stateful batch would redo the aggregation.
     """
     path = table.create(rows.sparkSession, root, rows.transform(keep).schema)
 
@@ -346,7 +374,7 @@ def upsert_stream(rows: DataFrame, table: Table, root: str, keys: tuple[str, ...
 def checked_upsert_stream(rows: DataFrame, stream: Stream, config: Config, root: str, keys: tuple[str, ...],
                           prune: Prune, output_mode: str) -> DataStreamWriter:
     """A gold writer: `rows` checked against its table's suite under the stream's policy as they
-    stream (analytical.quality), then MERGEd over the table (`upsert_stream`) without the rows the
+    stream (analytical.quality), then written over the table (`upsert_stream`) without the rows the
     policy drops."""
     [table] = stream.writes
     policy = stream.expectation_policy(config)

@@ -90,7 +90,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
         # Delta rebuilds a table's snapshot from its log with 50 tasks by default: on a few cores that
-        # is most of a small MERGE's time.
+        # is most of a small write's time.
         "spark.databricks.delta.snapshotPartitions": str(spark.shuffle_partitions),
         # VACUUM lists a table's folders with this many tasks (10000 by default): 45 s for a small
         # table on 2 cores, 4 s with one task per core.

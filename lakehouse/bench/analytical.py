@@ -112,7 +112,7 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     de-duplicates by eventId keeping the first copy, counts per page and window with the shared rule,
     rolls the windows up per hour, and writes each result over a Delta table declared like the
     medallion's (same schema, partitioning and statistics columns) under `storage.root/_floor`. What it
-    leaves out is what the medallion adds for its guarantees: streaming, MERGE against history, state,
+    leaves out is what the medallion adds for its guarantees: streaming, writes against history, state,
     expectations, a query's start and stop.
     """
     from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks

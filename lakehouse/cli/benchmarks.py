@@ -233,7 +233,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         description="Backfill N events from bronze to gold with AvailableNow (events per second), then time an "
         "incremental backfill of the same N new events on top of 1x and of --history x N events of history "
         "(the ratio shows whether a backfill slows down as the tables grow). Then the floor: the same work from "
-        "bronze to gold as a plain batch job (no streaming, MERGE or state), and the medallion's speed as a fraction "
+        "bronze to gold as a plain batch job (no streaming, writes against history or state), and the medallion's speed as a fraction "
         "of it, with where each layer's time goes. Reports peak memory.")
     bench_backfill.add_argument("--events", type=positive(int), default=200_000, help="N (default 200000)")
     bench_backfill.add_argument("--history", type=positive(int), default=10, help="the larger history, in N (default 10)")

@@ -1,4 +1,4 @@
-"""The composed transforms and the MERGE helpers that make replays harmless, on tiny hand-made frames.
+"""The composed transforms and the write helpers that make replays harmless, on tiny hand-made frames.
 
 Expected values are worked out here by hand from the rows each test writes, never by the code
 under test.
@@ -122,12 +122,12 @@ def test_upsert_writes_absolute_counts_so_a_replay_changes_nothing_and_a_correct
     assert rows == [("/a", at("10:00:00"), 4), ("/a", at("10:00:05"), 1), ("/b", at("10:00:00"), 1)]
 
 
-def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges_and_its_replay_merged(
+def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges_and_its_replay_replaces(
         spark, tmp_path, monkeypatch):
     """Hours 12 and 00 of one day, then hour 18 on top, then hour 12 again: the first two find the table
     empty in their range and append, sorted, 20 rows a file, so that each of the first batch's files
-    holds one of its two hours (one task writes both); the replay of hour 12 finds its rows and MERGEs,
-    changing nothing."""
+    holds one of its two hours (one task writes both); the replay of hour 12 finds its rows and
+    replaces them, changing nothing, in files of hour 12 alone."""
     path = str(tmp_path / "gold")
     schema = "pageId string, windowStart timestamp, clickCount long"
     create_if_missing(spark, path, spark.createDataFrame([], schema).schema)
@@ -135,7 +135,7 @@ def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges
     early = [(f"/p{n}", at(f"00:00:{n:02d}"), n + 1) for n in range(20)]
     noon = [(f"/p{n}", at(f"12:00:{n:02d}"), n + 100) for n in range(20)]
     evening = [("/p0", at("18:00:00"), 7)]
-    monkeypatch.setattr(tables, "APPEND_FILE_ROWS", 20)
+    monkeypatch.setattr(tables, "FILE_ROWS", 20)
     upsert(spark.createDataFrame(noon + early, schema).coalesce(1), path, ("pageId", "windowStart"), prune)
     upsert(spark.createDataFrame(evening, schema), path, ("pageId", "windowStart"), prune)
     upsert(spark.createDataFrame(noon, schema), path, ("pageId", "windowStart"), prune)  # a replay
@@ -143,9 +143,35 @@ def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges
     table = spark.read.format("delta").load(path)
     rows = sorted((r.pageId, r.windowStart, r.clickCount) for r in table.collect())
     assert rows == sorted(early + noon + evening)
-    operations = [r.operation for r in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
-    assert operations[1:] == ["WRITE", "WRITE", "MERGE"]  # after the table's creation
+    history = spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()
+    assert [(h.operation, h.operationParameters["mode"]) for h in history[1:]] == [
+        ("WRITE", "Append"), ("WRITE", "Append"), ("WRITE", "Overwrite")]  # after the table's creation
     per_file = (table.where("windowStart < TIMESTAMP'2026-11-22 18:00:00'")
                 .groupBy(F.col("_metadata.file_name")).agg(F.min("windowStart"), F.max("windowStart")).collect())
-    assert sorted((low, high) for _, low, high in per_file) == [(at("00:00:00"), at("00:00:19")),
-                                                                (at("12:00:00"), at("12:00:19"))]
+    assert sorted({(low.hour, high.hour) for _, low, high in per_file}) == [(0, 0), (12, 12)]
+
+
+def test_a_correction_rewrites_the_minutes_it_changes_and_leaves_older_rows_in_their_file(spark, tmp_path):
+    """One file holds minutes 10:00 and 10:05, as a live batch writes them. Two corrections of minute
+    10:05 follow: the first splits 10:00's rows out of that file, the second leaves them there. A
+    MERGE would have carried 10:00's rows into the file it writes each time, as every row it copies."""
+    path = str(tmp_path / "gold")
+    schema = "pageId string, windowStart timestamp, clickCount long"
+    create_if_missing(spark, path, spark.createDataFrame([], schema).schema)
+    prune = Prune("windowStart", "windowStart")
+    keys = ("pageId", "windowStart")
+    upsert(spark.createDataFrame([("/a", at("10:00:00"), 1), ("/a", at("10:05:00"), 1)], schema).coalesce(1),
+           path, keys, prune)
+    upsert(spark.createDataFrame([("/a", at("10:05:00"), 2)], schema), path, keys, prune)
+
+    def file_of(window: str) -> str:
+        [row] = (spark.read.format("delta").load(path).where(F.col("windowStart") == at(window))
+                 .select("_metadata.file_name").collect())
+        return row.file_name
+
+    ten = file_of("10:00:00")
+    upsert(spark.createDataFrame([("/a", at("10:05:00"), 3), ("/b", at("10:05:05"), 1)], schema), path, keys, prune)
+
+    assert file_of("10:00:00") == ten
+    rows = sorted((r.pageId, r.windowStart, r.clickCount) for r in spark.read.format("delta").load(path).collect())
+    assert rows == [("/a", at("10:00:00"), 1), ("/a", at("10:05:00"), 3), ("/b", at("10:05:05"), 1)]

@@ -21,8 +21,6 @@ SILENCED = {
     "org.apache.spark.sql.execution.CacheManager": "Asked to cache already cached data.",
     "org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor":
         "Current batch is falling behind. The trigger interval is 1000 milliseconds, but spent 1841 milliseconds",
-    "org.apache.spark.rdd.MapPartitionsRDD":
-        "RDD 93 was locally checkpointed, its lineage has been truncated and cannot be recomputed",
     "org.apache.spark.storage.BlockManager": "Block rdd_412_0 already exists on this machine; not re-adding it",
     "org.apache.spark.sql.execution.streaming.state.StateStore":
         "Error running maintenance task, processUnloadedOnly=false",
