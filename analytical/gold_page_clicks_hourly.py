@@ -6,12 +6,12 @@
 
 The hour is a roll-up of gold/page_clicks_5s, read as the rows that table's writes removed and
 added (each write replaces the rows of the minutes it changed), so it cannot disagree with the
-windows it sums, and the shared rule runs once, in the 5-second stream,
-instead of again through two more state stores. A window's count only grows (a late click adds to
-it; nothing takes one away), so an hour's sum of changes is the sum of its windows' counts, its sum
-of isHot changes is how many of them are hot, and the largest count any of them reached is its
-peak. A window rewritten unchanged, or by a replayed 5-second batch, is removed and added with
-the same values, which adds nothing.
+windows it sums, and the shared rule runs once, in the 5-second stream, instead of again through two
+more state stores. A window's count only grows (a late click adds to it; nothing takes one away),
+so an hour's sum of changes is the sum of its windows' counts, its sum of isHot changes is how many
+of them are hot, and the largest count any of them reached is its peak. A window rewritten
+unchanged, or by a replayed 5-second batch, is removed and added with the same values, which adds
+nothing.
 
 An hour is written once (append output mode), when the watermark passes its end: the newest window
 start read, less `analytical.watermark` and one window. A window is corrected only while silver's
