@@ -137,8 +137,8 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
     id strings nobody ranges over costs about as much as writing the Parquet itself.
     No table enables deletion vectors: `deltalake` (delta-rs, under Polars' `read_delta`) refuses
     to read a table whose protocol lists them, and gold is what analysts read without Spark. Gold's
-    writes replace whole files instead, small and recent ones (`upsert`, `Table.z_order` of the gold
-    tables and analytical.maintenance).
+    writes rewrite the files holding the minutes a batch changed instead, small and recent ones
+    (`upsert`, `Table.z_order` of the gold tables and analytical.maintenance).
     """
     from delta.tables import DeltaTable
 
