@@ -308,14 +308,15 @@ def _cells(batch: DataFrame, prune: Prune) -> str | None:
     """SQL on the table: `prune.target_column` within the REPLACED_CELLs that `prune.batch_column`
     falls in, adjacent cells joined into one range; None when the batch is empty.
 
-        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00' AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00')
-         OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00' AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00')"
+        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00.000000' AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00.000000')
+         OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00.000000' AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00.000000')"
     """
-    cell = F.date_trunc(REPLACED_CELL, F.col(prune.batch_column))
-    bounds = (batch.where(cell.isNotNull())
-              .select(cell.alias("cell"), _as_text(cell, is_time=True).alias("start"),
+    cell = F.col("cell")
+    bounds = (batch.select(F.date_trunc(REPLACED_CELL, F.col(prune.batch_column)).alias("cell"))
+              .where(cell.isNotNull()).distinct()  # before the formatting: text for each cell, not each row
+              .select(cell, _as_text(cell, is_time=True).alias("start"),
                       _as_text(cell + F.expr(f"INTERVAL 1 {REPLACED_CELL}"), is_time=True).alias("end"))
-              .distinct().orderBy("cell").collect())
+              .orderBy("cell").collect())
     ranges: list[list[str]] = []
     for _, start, end in bounds:
         if ranges and ranges[-1][1] == start:

@@ -151,6 +151,23 @@ def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges
     assert sorted({(low.hour, high.hour) for _, low, high in per_file}) == [(0, 0), (12, 12)]
 
 
+def test_the_replaced_cells_are_the_batch_s_minutes_with_adjacent_ones_joined(spark):
+    """Windows at 10:01:55, 09:52:30, 10:00:00 and 10:00:05 (twice) and one without a start: minute
+    09:52 alone, and 10:00 with 10:01 as one range. Times are read and written in the session's time
+    zone, as the range's text is."""
+    starts = ["2026-11-22 10:01:55", "2026-11-22 09:52:30", "2026-11-22 10:00:00", "2026-11-22 10:00:05",
+              "2026-11-22 10:00:05", None]
+    batch = spark.createDataFrame([(start,) for start in starts], "start string").select(
+        F.to_timestamp("start").alias("windowStart"))
+
+    assert tables._cells(batch, Prune("windowStart", "windowStart")) == (
+        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00.000000'"
+        " AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00.000000')"
+        " OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00.000000'"
+        " AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00.000000')")
+    assert tables._cells(batch.where("windowStart IS NULL"), Prune("windowStart", "windowStart")) is None
+
+
 def test_a_correction_rewrites_the_minutes_it_changes_and_leaves_older_rows_in_their_file(spark, tmp_path):
     """One file holds minutes 10:00 and 10:05, as a live batch writes them. Two corrections of minute
     10:05 follow: the first splits 10:00's rows out of that file, the second leaves them there. A
