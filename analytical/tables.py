@@ -308,8 +308,10 @@ def _cells(batch: DataFrame, prune: Prune) -> str | None:
     """SQL on the table: `prune.target_column` within the REPLACED_CELLs that `prune.batch_column`
     falls in, adjacent cells joined into one range; None when the batch is empty.
 
-        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00.000000' AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00.000000')
-         OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00.000000' AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00.000000')"
+        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00.000000'
+          AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00.000000')
+         OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00.000000'
+          AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00.000000')"
     """
     cell = F.col("cell")
     bounds = (batch.select(F.date_trunc(REPLACED_CELL, F.col(prune.batch_column)).alias("cell"))
