@@ -1,17 +1,24 @@
 """`gold/page_clicks_5s`: clicks per page and 5-second window, with isHot; the source of truth.
 
   silver/clicks (Delta stream) -> watermark `analytical.watermark` -> Kafka append times observed
-  (gold's freshness) -> shared rule: count per page and window, mark hot -> replace the
-  changed minutes' rows in the table (analytical.tables.upsert)
+  (gold's freshness) -> per micro-batch: clicks of closed windows dropped as late -> shared rule:
+  count per page and window -> added to the table's counts of the minutes it touches, once
+  (analytical.tables.upsert with a Txn)
 
-Update output mode: every micro-batch emits the windows it changed with their full counts, so
-when a backfill ends every window up to the newest event is in the table (none is held back for
-the watermark), and an event that arrives late, but within the watermark, raises its window's
-count in the next batch. The write sets absolute counts, which makes a replayed batch harmless.
-The stream checks `suite`'s row-level expectations on each window it writes, under its policy
-(declared `fail`; `quality.policies.gold_page_clicks_5s` overrides it).
-Events later than the watermark are dropped from gold (the stream's numRowsDroppedByWatermark
-counts them); silver still holds them.
+No state store: each batch counts its own clicks as a plain aggregation and adds them to the
+windows' counts in the table, which is where the counts live. The table's row is therefore always
+the window's full count: when a backfill ends every window up to the newest event is there, and an
+event that arrives late, but within the watermark, raises its window's count in the next batch.
+Adding is not repeatable, so each batch's write is a Delta idempotent write (the query's id, the
+batch id): a batch replayed after a crash finds its commit and writes nothing.
+
+Late is what Spark's state would call late: Spark tracks the watermark (max event time of the batches
+before, less `analytical.watermark`; the batch reads it from its checkpoint's offsets file), and a
+click whose window has ended at or before it is dropped from gold (`late_clicks` in the batch's
+progress, the layer's `dropped_by_watermark`); silver still holds it. The batch checks `suite`'s
+row-level expectations on the windows it counts, under its policy (declared `fail`;
+`quality.policies.gold_page_clicks_5s` overrides it). Observations made inside the batch reach its
+progress report through shared.query_progress.BATCH_OBSERVATIONS.
 """
 
 from __future__ import annotations
@@ -23,13 +30,18 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 
 from analytical import silver_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
-from analytical.quality import Suite, between, equal, not_null, unique
-from analytical.tables import Prune, Table, checked_upsert_stream
+from analytical.quality import (Suite, between, equal, expectation_metrics, metrics_name, not_null, passing, unique,
+                                with_failed_expectation)
+from analytical.tables import Prune, Table, Txn, cached, upsert, written_by
+from shared.checkpoints import batch_watermark_ms, query_id
 from shared.config import Config, HotPagesConfig
-from shared.query_progress import ARRIVAL_METRICS, ARRIVAL_QUANTILES
-from shared.rule import count_clicks_per_window, is_hot, mark_hot, with_event_time_watermark
+from shared.errors import LakehouseError
+from shared.query_progress import ARRIVAL_METRICS, ARRIVAL_QUANTILES, BATCH_OBSERVATIONS, LATE_METRICS
+from shared.rule import count_clicks_per_window, is_closed, is_hot, mark_hot, with_event_time_watermark
+from shared.storage import checkpoint_location
 
 KEYS = ("pageId", "windowStart")
+PRUNE = Prune("windowStart", "windowStart")
 
 
 def suite(config: Config) -> Suite:
@@ -79,12 +91,53 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
     )
 
 
+def add_counts(held: DataFrame, batch: DataFrame, threshold: int) -> DataFrame:
+    """The table's windows (`held`) with a batch's counts added, the batch's new windows included,
+    isHot set on the sum.
+
+        held (/a, 10:00:00, 4), batch (/a, 10:00:00, 2) and (/b, 10:00:00, 1) -> (/a, 6), (/b, 1)
+    """
+    summed = (held.alias("t").join(batch.alias("s"), list(KEYS), "full_outer")
+              .select(*KEYS, F.coalesce("s.windowEnd", "t.windowEnd").alias("windowEnd"),
+                      (F.coalesce("t.clickCount", F.lit(0)) + F.coalesce("s.clickCount", F.lit(0))).alias("clickCount")))
+    return summed.transform(mark_hot, threshold)
+
+
+def refuse_counts_of_another_query(spark: SparkSession, path: str, query: str) -> None:
+    """A stream's first batch adds to the table only if the table is empty or its own: a new checkpoint
+    over counts that an earlier query wrote (its checkpoint deleted) would add every click of silver
+    to them a second time."""
+    if not written_by(spark, path, query) and not spark.read.format("delta").load(path).isEmpty():
+        raise LakehouseError(
+            f"{TABLE} holds counts that its stream's checkpoint ({STREAM.name}) did not write, so adding silver "
+            "to them would count clicks twice: run `lakehouse rebuild` (it recomputes silver and gold from "
+            "bronze), or delete the table together with the checkpoint")
+
+
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
-    windows = read_silver(spark, config, source_root).transform(observe_arrivals).transform(page_clicks_5s,
-                                                                                             config.hot_pages)
-    return checked_upsert_stream(windows, STREAM, config, target_root, KEYS, Prune("windowStart", "windowStart"),
-                                 output_mode="update")
+    clicks = read_silver(spark, config, source_root).transform(observe_arrivals)
+    path = TABLE.create(spark, target_root, clicks.transform(page_clicks_5s, config.hot_pages).schema)
+    checkpoint = checkpoint_location(target_root, STREAM.name)
+    suite, policy, checked_as = TABLE.suite(config), STREAM.expectation_policy(config), metrics_name(STREAM.name)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        query = query_id(spark, checkpoint)
+        if batch_id == 0:
+            refuse_counts_of_another_query(spark, path, query)
+        closed = is_closed(batch_watermark_ms(spark, checkpoint, batch_id))
+        windows = batch.transform(page_clicks_5s, config.hot_pages).transform(
+            with_failed_expectation, suite, policy, applies=~closed)
+        with cached(windows):
+            late = F.coalesce(F.sum(F.when(closed, F.col("clickCount"))), F.lit(0)).alias("late")
+            [observed] = windows.agg(late, *expectation_metrics(suite, policy, applies=~closed)).collect()
+            upsert(passing(windows.where(~closed), policy), path, KEYS, PRUNE,
+                   combine=lambda held, rows: add_counts(held, rows, config.hot_pages.threshold),
+                   txn=Txn(query, batch_id))
+        checked = observed.asDict()
+        BATCH_OBSERVATIONS.record(query, batch_id, {LATE_METRICS: {"late": checked.pop("late")}, checked_as: checked})
+
+    return clicks.writeStream.outputMode("append").foreachBatch(write_batch)
 
 
 TABLE = Table(

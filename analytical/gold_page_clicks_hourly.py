@@ -10,8 +10,8 @@ windows it sums, and the shared rule runs once, in the 5-second stream, instead 
 more state stores. A window's count only grows (a late click adds to it; nothing takes one away),
 so an hour's sum of changes is the sum of its windows' counts, its sum of isHot changes is how many
 of them are hot, and the largest count any of them reached is its peak. A window rewritten
-unchanged, or by a replayed 5-second batch, is removed and added with the same values, which adds
-nothing.
+unchanged is removed and added with the same values, which adds nothing (a replayed 5-second batch
+writes nothing at all).
 
 An hour is written once (append output mode), when the watermark passes its end: the newest window
 start read, less `analytical.watermark` and one window. A window is corrected only while silver's

@@ -137,6 +137,15 @@ def with_expectations(rows: DataFrame, suite: Suite, policy: Policy, metrics: st
     """`rows` with FAILED_EXPECTATION (the first `on_write` expectation a row breaks, else null),
     observed as `metrics`; under `fail`, a violating row stops the query with the expectation's
     name. `applies`: the rows the suite is about (silver's valid events among parsed records)."""
+    checked = rows.transform(with_failed_expectation, suite, policy, applies)
+    return checked.observe(metrics, *expectation_metrics(suite, policy, applies)).drop(
+        *(name for name in checked.columns if name not in rows.columns and name != FAILED_EXPECTATION))
+
+
+def with_failed_expectation(rows: DataFrame, suite: Suite, policy: Policy, applies: Column | None = None) -> DataFrame:
+    """`rows` with FAILED_EXPECTATION, as `with_expectations`, unobserved and with the suite's derived
+    columns: for rows whose counts an aggregation of `expectation_metrics` takes instead (a batch's
+    rows inside `foreachBatch`, whose observations never reach the stream's progress)."""
     derived = rows.transform(suite.derive)
     applies = F.lit(True) if applies is None else applies
     first_failed = F.lit(None).cast("string")
@@ -147,26 +156,27 @@ def with_expectations(rows: DataFrame, suite: Suite, policy: Policy, metrics: st
         message = F.concat(F.lit(f"expectation failed on {suite.table} (policy fail): "), F.col(FAILED_EXPECTATION))
         checked = checked.withColumn(
             FAILED_EXPECTATION, F.when(F.col(FAILED_EXPECTATION).isNotNull(), F.raise_error(message)).cast("string"))
+    return checked
+
+
+def expectation_metrics(suite: Suite, policy: Policy, applies: Column | None = None) -> list[Column]:
+    """The expectations' counts over rows with FAILED_EXPECTATION (aggregate columns): the policy, the
+    rows the suite applies to, the rows that broke each expectation, those that failed and those dropped."""
+    applies = F.lit(True) if applies is None else applies
     failed = F.col(FAILED_EXPECTATION).isNotNull()
-    observed = checked.observe(
-        metrics,
+    return [
         F.lit(policy).alias("policy"),
         F.count_if(applies).alias("rows"),
         *(F.count_if(applies & e.violated()).alias(e.name) for e in suite.on_write),
         F.count_if(failed).alias("failed"),  # also what makes Spark evaluate raise_error under `fail`
         F.count_if(failed & F.lit(policy == "drop")).alias("dropped"),
-    )
-    return observed.drop(*_derived_columns(rows, derived))
+    ]
 
 
 def passing(rows: DataFrame, policy: Policy) -> DataFrame:
     """The rows to write: all of them unless the policy drops the failing ones."""
     kept = rows if policy != "drop" else rows.where(F.col(FAILED_EXPECTATION).isNull())
     return kept.drop(FAILED_EXPECTATION)
-
-
-def _derived_columns(rows: DataFrame, derived: DataFrame) -> list[str]:
-    return [name for name in derived.columns if name not in rows.columns]
 
 
 def metrics_name(query_name: str) -> str:

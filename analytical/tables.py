@@ -260,9 +260,37 @@ def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, p
     _write(new.select(*target.columns), path, prune)
 
 
-def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> None:
+@dataclass(frozen=True)
+class Txn:
+    """A write Delta makes once (its idempotent writes, `txnAppId`/`txnVersion`): the commit records
+    the pair, and a later write of the same app at that version or below commits nothing. A stream's
+    batch whose write must not be repeated (it adds to the table) passes (its query's id, its batch id).
+    """
+
+    app_id: str
+    version: int
+
+    @property
+    def user_metadata(self) -> str:
+        """What the commit's `userMetadata` says of it, so that the table's history names its writer."""
+        return f"{self.app_id}/{self.version}"
+
+
+def written_by(spark: SparkSession, path: str, app_id: str) -> bool:
+    """Whether any commit of the table at `path` was a `Txn` of `app_id`."""
+    from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
+
+    history = DeltaTable.forPath(spark, path).history().where(F.col("userMetadata").startswith(f"{app_id}/"))
+    return not history.isEmpty()
+
+
+def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune,
+           combine: Callable[[DataFrame, DataFrame], DataFrame] | None = None, txn: Txn | None = None) -> None:
     """Write `batch` (one row per key) over the table: its rows replace those with the same `keys`,
     the others are added. The values are absolute, so writing the same batch twice changes nothing.
+    `combine(held, batch)`: instead of replacing, the rows to write from the table's rows of the cells
+    (`held`) and the batch; with `combine(empty, batch)` equal to `batch`, since a write with nothing
+    held appends the batch. `txn`: the write made once (a combined write is not repeatable).
 
     One commit (Delta's `replaceWhere`) replaces every row of each REPLACED_CELL (on
     `prune.target_column`) that the batch holds a row in: the table's other rows of those cells,
@@ -285,11 +313,13 @@ def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune) -> 
         return  # an empty batch: no commit
     target = batch.sparkSession.read.format("delta").load(path)
     rows = batch.select(*target.columns)
-    if not target.where(cells).inputFiles():
-        _write(rows, path, prune)
+    held = target.where(cells)
+    if not held.inputFiles():
+        _write(rows, path, prune, txn=txn)
         return
-    kept = target.where(cells).join(batch.select(*keys), list(keys), "left_anti")
-    _write(kept.unionByName(rows), path, prune, replace_where=cells)
+    written = (held.join(batch.select(*keys), list(keys), "left_anti").unionByName(rows) if combine is None
+               else combine(held, rows).select(*target.columns))
+    _write(written, path, prune, replace_where=cells, txn=txn)
 
 
 def same_keys(keys: tuple[str, ...]) -> str:
@@ -334,11 +364,14 @@ def _cells(batch: DataFrame, prune: Prune) -> str | None:
 _KEY_HASH = "_keyHash"
 
 
-def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None = None) -> None:
+def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None = None, txn: Txn | None = None) -> None:
     """Append `rows` (the table's columns), or with `replace_where` replace the table's rows it
-    selects by them; each task's rows sorted on the range's column, FILE_ROWS a file."""
+    selects by them; each task's rows sorted on the range's column, FILE_ROWS a file; once per `txn`."""
     writer = (rows.sortWithinPartitions(prune.target_column)
               .write.format("delta").option("maxRecordsPerFile", FILE_ROWS))
+    if txn is not None:
+        writer = (writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
+                  .option("userMetadata", txn.user_metadata))
     if replace_where is None:
         writer.mode("append").save(path)
     else:

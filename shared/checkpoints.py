@@ -30,7 +30,7 @@ from pyspark.sql import functions as F
 
 from shared.storage import local_folder, local_side
 from shared.errors import LakehouseError
-from shared.spark_internals import hadoop_file_system
+from shared.spark_internals import hadoop_file_system, read_small_file
 
 
 @dataclass(frozen=True)
@@ -80,6 +80,24 @@ def read_checkpoint_log(spark: SparkSession, checkpoint: str) -> CheckpointLog |
     initial = _whole_files(spark, f"{checkpoint}/sources/0").get(0)
     initial_offsets = json.loads(initial.lstrip("\x00").strip().split("\n", 1)[1]) if initial else None
     return CheckpointLog(checkpoint, tuple(batches), initial_offsets)
+
+
+def query_id(spark: SparkSession, checkpoint: str) -> str:
+    """The id of the query the checkpoint belongs to (its `metadata` file): the same across restarts,
+    new with a new checkpoint."""
+    text = read_small_file(spark, f"{checkpoint}/metadata")
+    if text is None:
+        raise LakehouseError(f"no query has started from the checkpoint {checkpoint} (no metadata file)")
+    return json.loads(text)["id"]
+
+
+def batch_watermark_ms(spark: SparkSession, checkpoint: str, batch_id: int) -> int:
+    """The event-time watermark batch `batch_id` runs under (its `offsets` file's batchWatermarkMs),
+    from inside the batch: Spark writes the file before it runs the batch, and a replay reads the same."""
+    text = read_small_file(spark, f"{checkpoint}/offsets/{batch_id}")
+    if text is None:
+        raise LakehouseError(f"batch {batch_id} has no offsets file under {checkpoint}")
+    return int(json.loads(text.strip().split("\n")[1]).get("batchWatermarkMs", 0))
 
 
 def _whole_files(spark: SparkSession, folder: str) -> dict[int, str]:

@@ -86,6 +86,41 @@ ARRIVAL_METRICS = "arrivals"
 ARRIVAL_QUANTILES = tuple((share + 0.5) / 100 for share in range(100))
 
 
+class BatchObservations:
+    """Metrics a query observes inside its `foreachBatch`, held for its progress report.
+
+    Spark's report carries only what the streaming plan observes; an observation on the batch's
+    DataFrame inside `foreachBatch` never reaches it (gold/page_clicks_5s counts its windows there, so
+    its expectations and late clicks are observed there). The batch function records them by query id
+    and batch id before the batch ends, and `ProgressSummary.of` reads them into the report's
+    `observedMetrics`, so every reader of progress sees them as it sees Spark's own. A replayed batch
+    records again over the first attempt. The newest `limit` batches are kept.
+
+        BATCH_OBSERVATIONS.record(query_id, 7, {"late_clicks": {"late": 3}})
+        ProgressSummary.of(report_of_batch_7).dropped_by_watermark  # 3, plus any state operator's
+    """
+
+    def __init__(self, limit: int = 1000) -> None:
+        self._limit = limit
+        self._by_batch: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, query_id: str, batch_id: int, observed: Mapping[str, Mapping[str, Any]]) -> None:
+        with self._lock:
+            self._by_batch.pop((query_id, batch_id), None)
+            self._by_batch[(query_id, batch_id)] = {name: dict(metrics) for name, metrics in observed.items()}
+            while len(self._by_batch) > self._limit:
+                del self._by_batch[next(iter(self._by_batch))]
+
+    def of(self, query_id: str | None, batch_id: int) -> dict[str, dict[str, Any]]:
+        with self._lock:
+            return dict(self._by_batch.get((query_id or "", batch_id), {}))
+
+
+#: This process's: a batch function and the progress of its batch are in the same driver.
+BATCH_OBSERVATIONS = BatchObservations()
+
+
 @dataclass(frozen=True)
 class ProgressSummary:
     """One batch of one query, from its progress report."""
@@ -125,6 +160,9 @@ class ProgressSummary:
     @classmethod
     def of(cls, progress: Any) -> "ProgressSummary":
         data = progress_dict(progress)
+        in_batch = BATCH_OBSERVATIONS.of(data.get("id"), int(data["batchId"]))
+        if in_batch:
+            data = {**data, "observedMetrics": {**(data.get("observedMetrics") or {}), **in_batch}}
         sources = data.get("sources") or []
         source_metrics = [source.get("metrics") or {} for source in sources]
         lags = [float(m["avgOffsetsBehindLatest"]) for m in source_metrics if m.get("avgOffsetsBehindLatest")]

@@ -68,6 +68,16 @@ def assign_window(events: DataFrame, window: timedelta) -> DataFrame:
     return events.withColumn("windowStart", bounds.start).withColumn("windowEnd", bounds.end)
 
 
+def is_closed(watermark_ms: int) -> Column:
+    """Whether a window (its windowEnd) has closed under an event-time watermark (epoch ms): its end
+    at or before it. Spark's stateful operators drop an event of such a window as late; a count
+    without state drops the same windows, so both close a window at the same event.
+
+        the 10:00:00-10:00:05 window closes once the watermark reaches 10:00:05
+    """
+    return F.col("windowEnd") <= F.timestamp_millis(F.lit(watermark_ms))
+
+
 def counts_per_window(events: DataFrame, window: timedelta) -> DataFrame:
     """window (Spark's start/end struct), pageId, clickCount per page and tumbling window with clicks.
 

@@ -40,6 +40,19 @@ def hadoop_file_system(spark: Any, path: str) -> tuple[Any, Any]:
     return hadoop_path.getFileSystem(spark._jsc.hadoopConfiguration()), hadoop_path
 
 
+def read_small_file(spark: Any, path: str) -> str | None:
+    """The whole text of a small file on whatever storage the session reaches; None when it is missing.
+    One request, no Spark job: what a micro-batch can afford to read of its own checkpoint."""
+    file_system, hadoop_path = hadoop_file_system(spark, path)
+    if not file_system.exists(hadoop_path):
+        return None
+    stream = file_system.open(hadoop_path)
+    try:
+        return spark._jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+    finally:
+        stream.close()
+
+
 def executed_plan(frame: Any) -> Any:
     """The physical plan a finished query ran, with its nodes' metrics (the files a scan read):
     PySpark offers only `explain()`'s text, before the metrics."""

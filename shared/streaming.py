@@ -374,19 +374,27 @@ def _until_no_task_runs(timeout_s: float = 10) -> None:
 #: The longest wait before a restart, however many failures came before it.
 MAX_BACKOFF_S = 60.0
 _RAISED = "[USER_RAISED_EXCEPTION]"
+#: How a LakehouseError raised inside a query's foreachBatch reads in the query's error.
+_REFUSED = f"{LakehouseError.__module__}.{LakehouseError.__qualname__}: "
 
 
 def _raised_on_purpose(error: Any) -> bool:
-    """An error the query raised itself (`raise_error`: an expectation under the `fail` policy)."""
-    return _RAISED in str(getattr(error, "desc", None) or error)
+    """An error the query raised itself, which a restart would raise again: `raise_error` (an
+    expectation under the `fail` policy), or a LakehouseError of a batch function (a refusal)."""
+    text = str(getattr(error, "desc", None) or error)
+    return _RAISED in text or _REFUSED in text
 
 
 def _first_line(error: Any) -> str:
     """The line that says what went wrong: the error raised on purpose (an expectation under the
-    `fail` policy) when there is one, even inside a foreachBatch traceback; else the first line."""
+    `fail` policy, a batch function's refusal) when there is one, even inside a foreachBatch
+    traceback; else the first line."""
     text = str(getattr(error, "desc", None) or error)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     raised = [line for line in lines if _RAISED in line]
     if raised:
         return raised[-1].split(_RAISED, 1)[1].split(" SQLSTATE")[0].strip()
+    refused = [line for line in lines if _REFUSED in line]
+    if refused:
+        return refused[-1].split(_REFUSED, 1)[1].strip()
     return lines[0] if lines else type(error).__name__

@@ -9,7 +9,9 @@ plain Spark SQL that does not go through the code under test.
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
@@ -126,14 +128,42 @@ def test_a_late_event_within_the_watermark_corrects_gold_and_a_later_one_stays_i
     # Event time has reached 10:20, so the watermark is 10:10: 10:15 is late but within it,
     # 10:00 is beyond it.
     send(lake, click("y0", "/y", "10:15:02.000"), click("x2", "/x", "10:00:02.000"))
-    rows = backfill(spark, lake)
+    runs = {run.name: run for run in pipeline.backfill(spark, lake, report=lambda line: None)}
 
     counts = gold_counts(spark, lake)
     assert counts[("/y", "10:15:00")] == 1
     assert counts[("/x", "10:00:00")] == 1  # x2 is too late for gold
+    assert runs["gold_page_clicks_5s"].dropped_by_watermark == 1  # and reported so
     assert table(spark, lake, SILVER_CLICKS).where("eventId = 'x2'").count() == 1
-    assert rows["silver_clicks"] == 2
+    assert runs["silver_clicks"].rows == 2
     assert_every_table_reads_alike(spark, lake.storage.root)
+
+
+def test_a_gold_batch_run_again_after_its_write_adds_nothing(spark, lake):
+    """A crash between gold's write and its checkpoint's commit: on restart Spark runs the batch
+    again, and Delta's idempotent write (the query's id, the batch id) keeps its clicks from being
+    added a second time."""
+    send(lake, click("a1", "/a", "10:00:01.000"), click("a2", "/a", "10:00:02.000"))
+    backfill(spark, lake)
+    commits = Path(lake.checkpoint("gold_page_clicks_5s"), "commits")
+    last = max(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
+    for written in (commits / str(last), commits / f".{last}.crc"):
+        written.unlink(missing_ok=True)
+
+    send(lake, click("b1", "/b", "10:00:03.000"))
+    backfill(spark, lake)
+
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 2, ("/b", "10:00:00"): 1}
+
+
+def test_gold_refuses_to_add_silver_again_to_counts_a_deleted_checkpoint_wrote(spark, lake):
+    send(lake, click("a1", "/a", "10:00:01.000"))
+    backfill(spark, lake)
+    shutil.rmtree(lake.checkpoint("gold_page_clicks_5s"))
+
+    with pytest.raises(Exception, match="count clicks twice"):
+        backfill(spark, lake)
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 1}
 
 
 def test_maintain_drops_the_deletion_vectors_of_a_gold_table_made_with_them(spark, lake):

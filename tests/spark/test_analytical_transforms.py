@@ -9,9 +9,11 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from analytical import trends
+from analytical.gold_page_clicks_5s import add_counts
 from analytical.gold_page_clicks_hourly import roll_up_hours
 from analytical.silver_clicks import quarantined, silver_clicks, written_parts
 from shared.parsing import parse_clicks
+from shared.rule import is_closed
 from tests.conftest import make_config
 
 
@@ -29,6 +31,29 @@ def windows(spark):
         "pageId string, windowStart timestamp, clickCount long, isHot boolean",
     ).select("pageId", "windowStart", (F.col("windowStart") + F.expr("INTERVAL 5 SECONDS")).alias("windowEnd"),
              "clickCount", "isHot")
+
+
+def test_a_batch_s_counts_add_to_the_table_s_and_hot_is_set_on_the_sum(spark, windows):
+    batch = spark.createDataFrame(
+        [("/a", at("10:00:05"), at("10:00:10"), 2, False), ("/c", at("10:00:00"), at("10:00:05"), 1, False)],
+        "pageId string, windowStart timestamp, windowEnd timestamp, clickCount long, isHot boolean")
+    held = windows.where("windowStart < '2026-11-22 10:01:00'")  # the table's rows of the batch's minutes
+
+    summed = add_counts(held, batch, threshold=3)
+
+    expected = spark.createDataFrame(
+        [("/a", at("10:00:00"), at("10:00:05"), 5, True), ("/a", at("10:00:05"), at("10:00:10"), 4, True),
+         ("/b", at("10:00:00"), at("10:00:05"), 3, False), ("/c", at("10:00:00"), at("10:00:05"), 1, False)],
+        "pageId string, windowStart timestamp, windowEnd timestamp, clickCount long, isHot boolean")
+    assert_df_equality(summed, expected, ignore_row_order=True, ignore_nullable=True)
+    assert_df_equality(add_counts(held.limit(0), batch, threshold=3), batch, ignore_row_order=True,
+                       ignore_nullable=True)
+
+
+def test_a_window_closes_when_the_watermark_reaches_its_end(spark, windows):
+    watermark_ms = int(datetime.fromisoformat("2026-11-22 10:00:05+00:00").timestamp() * 1000)
+    closed = windows.where(is_closed(watermark_ms)).select("pageId", F.date_format("windowStart", "HH:mm:ss"))
+    assert sorted(tuple(row) for row in closed.collect()) == [("/a", "10:00:00"), ("/b", "10:00:00")]
 
 
 def test_the_hourly_roll_up_adds_each_windows_changes_per_page_and_hour(spark):

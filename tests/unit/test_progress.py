@@ -259,6 +259,34 @@ def test_the_clicks_a_processor_drops_as_late_itself_count_as_dropped_by_the_wat
     assert query_progress.ProgressSummary.of(report).dropped_by_watermark == 21
 
 
+def test_what_a_batch_observes_inside_foreach_batch_joins_its_own_report_only():
+    observations = query_progress.BatchObservations(limit=2)
+    observations.record("q1", 7, {query_progress.LATE_METRICS: {"late": 3},
+                                  "expectations_gold": {"policy": "warn", "rows": 9, "clickCountPositive": 2}})
+    observations.record("q1", 7, {query_progress.LATE_METRICS: {"late": 4}})  # the replay's, over the first
+    observations.record("q2", 7, {query_progress.LATE_METRICS: {"late": 5}})
+
+    assert observations.of("q1", 7) == {query_progress.LATE_METRICS: {"late": 4}}
+    assert observations.of("q1", 8) == {} and observations.of(None, 7) == {}
+    observations.record("q3", 1, {})
+    assert observations.of("q1", 7) == {}  # beyond the limit, the oldest goes
+
+
+def test_a_report_reads_its_batch_s_observations_as_if_spark_had_made_them(monkeypatch):
+    observations = query_progress.BatchObservations()
+    monkeypatch.setattr(query_progress, "BATCH_OBSERVATIONS", observations)
+    observations.record("q", 4, {query_progress.LATE_METRICS: {"late": 2},
+                                 "expectations_gold_page_clicks_5s": {"policy": "warn", "rows": 9, "windowLength": 1}})
+    report = {"id": "q", "name": "gold_page_clicks_5s", "batchId": 4, "observedMetrics": {"arrivals": {"clicks": 9}}}
+
+    summary = query_progress.ProgressSummary.of(report)
+
+    assert (summary.dropped_by_watermark, summary.expectations, summary.arrived_clicks) == (2, {"windowLength": 1}, 9)
+    assert set(summary.data["observedMetrics"]) == {"arrivals", query_progress.LATE_METRICS,
+                                                    "expectations_gold_page_clicks_5s"}
+    assert query_progress.ProgressSummary.of({**report, "batchId": 5}).dropped_by_watermark == 0
+
+
 def test_gold_freshness_is_each_quantile_of_the_clicks_kafka_times_up_to_the_batch_end():
     # A batch from 10:00:00 to 10:00:04 (its end 1795773604000 ms after the epoch is 2026-11-27T10:00:04Z)
     # read 300 clicks; 100 quantiles of their Kafka times, the oldest 10:00:00.500 and the rest 10:00:02.
