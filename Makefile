@@ -12,6 +12,19 @@ TOOLS    := .tools
 MVN      ?= mvn
 MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
+# The test tiers (tests/tiers.py), and those a `make test` runs: one pytest process per runtime runs them
+# all, so one broker, one SparkSession and one object store serve every tier (CI: TIERS="$(ALL_TIERS)").
+ALL_TIERS := unit spark integration faults deployment
+TIERS    ?= unit spark integration
+# --junitxml=<dir>/<runtime>.xml for each runtime's pytest when set (CI compares them: tests/durations.py)
+JUNIT_DIR ?=
+empty    :=
+space    := $(empty) $(empty)
+any_of    = ($(subst $(space), or ,$(strip $(1))))
+# pytest's -m for TIERS: a test's folder gives its tier, and a crash-suite test in another folder also
+# carries `faults`, which decides (tests/realtime/test_hostile_input.py runs with the faults)
+MARKERS  := $(call any_of,$(TIERS))$(if $(filter faults,$(TIERS)),, and not faults)
+junit     = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 # javac and jar from the JDK whose java runs Spark (JAVA_HOME's, else the one on the PATH)
 JDK_BIN  := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/,$(dir $(realpath $(shell command -v java))))
 OPERATORS_SRC := $(wildcard operational/jvm/lakehouse/operational/*.java)
@@ -89,28 +102,29 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
-test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; the crash suite is `make test-faults`
-	$(BIN)/pytest -m "(unit or spark or integration) and not faults" $(PYTEST_ARGS)
-	$(FAST_BIN)/pytest tests/realtime -m "integration and not faults" $(PYTEST_ARGS)
+test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
+	@status=0; \
+	$(BIN)/pytest -m "$(MARKERS)" $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
+	$(if $(filter integration faults,$(TIERS)),$(FAST_BIN)/pytest tests/realtime -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) || status=$$?;) \
+	exit $$status
 
-test-all: test test-faults test-deployment  ## what CI runs: make test, the crash suite, the deployment suite
+test-all:  ## every tier, one pytest process per runtime: what CI runs
+	@$(MAKE) --no-print-directory test TIERS="$(ALL_TIERS)"
 
-test-unit: setup  ## the unit tier: pure Python, no JVM, under a minute
-	$(BIN)/pytest -m unit $(PYTEST_ARGS)
+test-unit:  ## the unit tier: pure Python, no JVM, under a minute
+	@$(MAKE) --no-print-directory test TIERS=unit
 
-test-spark: setup  ## the spark tier: pure transforms and declarations on one local SparkSession, no broker
-	$(BIN)/pytest -m spark $(PYTEST_ARGS)
+test-spark:  ## the spark tier: pure transforms and declarations on one local SparkSession, no broker
+	@$(MAKE) --no-print-directory test TIERS=spark
 
-test-integration: setup  ## the integration tier: real broker, Spark streams and Delta tables, in both runtimes
-	$(BIN)/pytest -m "integration and not faults" $(PYTEST_ARGS)
-	$(FAST_BIN)/pytest tests/realtime -m "integration and not faults" $(PYTEST_ARGS)
+test-integration:  ## the integration tier: real broker, Spark streams and Delta tables, in both runtimes
+	@$(MAKE) --no-print-directory test TIERS=integration
 
-test-faults: setup  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input (both runtimes)
-	$(BIN)/pytest -m faults $(PYTEST_ARGS)
-	$(FAST_BIN)/pytest tests/realtime -m faults $(PYTEST_ARGS)
+test-faults:  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input (both runtimes)
+	@$(MAKE) --no-print-directory test TIERS=faults
 
-test-deployment: setup  ## only the deployment suite: a 2-worker standalone cluster, a SASL_SSL broker, Prometheus scraping run
-	$(BIN)/pytest -m deployment $(PYTEST_ARGS)
+test-deployment:  ## only the deployment suite: standalone clusters, SASL_SSL and SSL brokers, Prometheus scraping run, the object store
+	@$(MAKE) --no-print-directory test TIERS=deployment
 
 demo: setup  ## the whole story: broker, traffic, both paths, backfill, alerts, trends, check, reconcile, clean stop
 	@$(BIN)/lakehouse demo

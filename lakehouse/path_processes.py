@@ -4,7 +4,8 @@
 by the process that started it.
 
 `MedallionProcess`: the medallion beside the fast path, as a separate, lower-priority application
-(`analytical.niceness`). FAIR pools only order tasks that wait: a medallion task already running, and
+(`analytical.niceness`); it can also record the fast path's progress, passed on to it (`ProgressRelay`),
+so that the process that starts both needs no JVM of its own. FAIR pools only order tasks that wait: a medallion task already running, and
 a Delta MERGE's driver work, would still hold a shared JVM's cores, while a separate low-priority
 process yields the machine whenever the fast path has work (operational/README.md, "Isolation", has
 the measurements). So `lakehouse run`, the demo and the benchmark start the medallion this way.
@@ -13,6 +14,7 @@ the measurements). So `lakehouse run`, the demo and the benchmark start the meda
 from __future__ import annotations
 
 import json
+import queue
 import signal
 import subprocess
 import threading
@@ -52,9 +54,10 @@ class PathProcess:
     stop_within_s = 120.0
 
     def __init__(self, command: Sequence[str], relay: Callable[[str], None],
-                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None,
+                 on_progress_end: Callable[[], None] = lambda: None, stdin: int = subprocess.DEVNULL):
         self._process = subprocess.Popen(
-            command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
             # Its own process group, so a terminal's Ctrl-C reaches only the parent, which stops it in
             # order; but not its own session: with sched_autogroup (Linux's default) a new session is
             # a new CPU group scheduled as an equal of the parent's, and `nice` would no longer yield.
@@ -66,6 +69,7 @@ class PathProcess:
         self.streams_with_progress: set[str] = set()
         self._relay = relay
         self._on_progress = on_progress
+        self._on_progress_end = on_progress_end
         self._readers = [threading.Thread(target=self._read_errors, daemon=True),
                          threading.Thread(target=self._read_progress, daemon=True)]
         for reader in self._readers:
@@ -84,6 +88,7 @@ class PathProcess:
                 progress = json.loads(line)
                 self.streams_with_progress.add(progress.get("name"))
                 self._on_progress(progress)
+        self._on_progress_end()  # it has ended: its last report is in
 
     @property
     def pid(self) -> int:
@@ -158,17 +163,56 @@ def stopped_at_the_end(children: Sequence[PathProcess]) -> Iterator[Sequence[Pat
             raise LakehouseError(child.failed)
 
 
+class ProgressRelay:
+    """Progress reports passed on to a medallion process's stdin, one JSON line each, which records
+    them to ops/stream_progress beside its own (`lakehouse analytical --record-progress-from-stdin`):
+    the fast path's runtime has no Delta, and its parent then needs no Spark of its own to record them.
+
+    `forward` never blocks the caller (the fast path's report reader): a thread writes, so a medallion
+    still starting holds the lines in a queue, not the fast path's output. `end` closes the stream
+    once the last report is in, which the medallion waits for before its last flush."""
+
+    _END = None
+
+    def __init__(self) -> None:
+        self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+
+    def attach(self, stdin) -> None:
+        self._writer = threading.Thread(target=self._write, args=(stdin,), name="progress-relay", daemon=True)
+        self._writer.start()
+
+    def forward(self, progress: dict[str, Any]) -> None:
+        self._lines.put(json.dumps(progress))
+
+    def end(self) -> None:
+        self._lines.put(self._END)
+
+    def _write(self, stdin) -> None:
+        try:
+            with stdin:
+                while (line := self._lines.get()) is not self._END:
+                    stdin.write(line + "\n")
+                    stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):  # the medallion has ended: nothing records them now
+            pass
+
+
 class MedallionProcess(PathProcess):
     """`lakehouse analytical --progress-json` in the medallion's runtime, under `nice`; it records its
-    own progress to ops/stream_progress."""
+    own progress to ops/stream_progress, and with a `relay` also the reports forwarded to it."""
 
     describe = "the medallion process"
 
     def __init__(self, config_args: Sequence[str], niceness: int, relay: Callable[[str], None],
-                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None,
+                 records: ProgressRelay | None = None):
         super().__init__(["nice", "-n", str(niceness), *command_in(
             MEDALLION, "lakehouse.cli", "analytical", "--progress-json", f"--wait-for-broker={BROKER_WAIT_S:g}",
-            *config_args)], relay, on_progress)
+            *(["--record-progress-from-stdin"] if records else []), *config_args)], relay, on_progress,
+            stdin=subprocess.PIPE if records else subprocess.DEVNULL)
+        if records:
+            records.attach(self._process.stdin)
 
 
 class FastPathProcess(PathProcess):
@@ -178,8 +222,10 @@ class FastPathProcess(PathProcess):
     describe = "the fast path's process"
 
     def __init__(self, config_args: Sequence[str], checkpoint_interval: timedelta, relay: Callable[[str], None],
-                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None):
+                 on_progress: Callable[[dict[str, Any]], None] = lambda progress: None,
+                 on_progress_end: Callable[[], None] = lambda: None):
         super().__init__(command_in(FAST_PATH, "lakehouse.cli", "operational", "--progress-json",
-                                    f"--wait-for-broker={BROKER_WAIT_S:g}", *config_args), relay, on_progress)
+                                    f"--wait-for-broker={BROKER_WAIT_S:g}", *config_args), relay, on_progress,
+                         on_progress_end)
         # a clean stop lets its running real-time batch end and commit (shared.streaming.end_with_running_batch)
         self.stop_within_s = checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s

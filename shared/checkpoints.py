@@ -195,6 +195,11 @@ def exclusive(storage_root: str, query_names: Sequence[str], report: Callable[[s
             handle.flush()
             handles.append(handle)
         yield Locks(handles)
+        for handle in handles:  # a block that ended normally has stopped its queries: no JVM of it writes on
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"pid {os.getpid()}")
+            handle.flush()
 
 
 def holder(storage_root: str, name: str) -> str | None:

@@ -8,6 +8,7 @@ versions differ from Spark's.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -29,10 +30,9 @@ def java_executable() -> str:
     candidate = str(Path(home) / "bin" / "java") if home else shutil.which("java")
     if not candidate or not Path(candidate).exists():
         raise MissingDependencyError(f"java was not found: {_INSTALL_JAVA}")
+    found = Path(candidate).stat()
     try:
-        output = subprocess.run(
-            [candidate, "-version"], capture_output=True, text=True, timeout=30, check=False
-        ).stderr
+        output = _version_output(candidate, found.st_mtime_ns, found.st_size)
     except OSError as error:
         raise MissingDependencyError(f"{candidate} cannot run ({error.strerror}): {_INSTALL_JAVA}") from None
     match = re.search(r'version "(\d+)(?:\.(\d+))?', output)
@@ -43,6 +43,13 @@ def java_executable() -> str:
         found = output.splitlines()[0] if output else "unknown version"
         raise MissingDependencyError(f"java {MIN_JAVA}+ is required, {candidate} is {found}: {_INSTALL_JAVA}")
     return candidate
+
+
+@functools.cache
+def _version_output(java: str, mtime_ns: int, size: int) -> str:
+    """What `java -version` prints, asked once per binary (its time and size tell a replaced one): a
+    process that starts Spark, a broker and a store asks for `java` each time, and each asking is a JVM."""
+    return subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30, check=False).stderr
 
 
 def jars(kind: str) -> list[Path]:

@@ -164,6 +164,16 @@ def supervise(
         running[name] = started
         report(f"[{name}] started (query id {started.id}){why}")
 
+    def restart_later(name: str, message: str) -> None:
+        """Another failure in the query's row: restart it after the backoff, or give up after max_restarts."""
+        if restarts[name] >= settings.max_restarts:
+            raise LakehouseError(f"the {name} query failed: {message}")
+        restarts[name] += 1
+        backoff = min(settings.restart_backoff_s * 2 ** (restarts[name] - 1), MAX_BACKOFF_S)
+        report(f"[{name}] failed ({message}); restart {restarts[name]}/{settings.max_restarts} "
+               f"from its checkpoint in {backoff:g} s")
+        restart_at[name] = time.monotonic() + backoff
+
     with StopRequest() as stop:
         try:
             for name, start in starters.items():
@@ -194,18 +204,16 @@ def supervise(
                     if error is None:
                         report(f"[{name}] finished")
                         continue
-                    message = _first_line(error)
-                    if restarts[name] >= settings.max_restarts or _raised_on_purpose(error):
-                        raise LakehouseError(f"the {name} query failed: {message}")
-                    restarts[name] += 1
-                    backoff = min(settings.restart_backoff_s * 2 ** (restarts[name] - 1), MAX_BACKOFF_S)
-                    report(f"[{name}] failed ({message}); restart {restarts[name]}/{settings.max_restarts} "
-                           f"from its checkpoint in {backoff:g} s")
-                    restart_at[name] = time.monotonic() + backoff
+                    if _raised_on_purpose(error):
+                        raise LakehouseError(f"the {name} query failed: {_first_line(error)}")
+                    restart_later(name, _first_line(error))
                 for name, when in list(restart_at.items()):
                     if time.monotonic() >= when:
                         del restart_at[name]
-                        launch(name, starters[name])
+                        try:
+                            launch(name, starters[name])
+                        except Exception as error:  # its start failed too (the broker still restarting, say)
+                            restart_later(name, f"its restart failed: {_first_line(error)}")
                 if on_tick is not None and time.monotonic() >= next_tick:
                     on_tick(totals)
                     next_tick = time.monotonic() + TICK_S

@@ -18,6 +18,36 @@ def run_lakehouse(*args: str, env: dict | None = None, timeout: float = 300) -> 
     return subprocess.run([LAKEHOUSE, *args], capture_output=True, text=True, env=env, timeout=timeout, check=False)
 
 
+def lakehouse_here(*args: str) -> subprocess.CompletedProcess:
+    """`lakehouse ARGS` run in this process (`lakehouse.cli.main`), on the run's SparkSession: the
+    command's own code, output and exit code, without a Python and a JVM of its own. A command's
+    wiring as a console script is tested by a `run_lakehouse` call of it; its other calls go here.
+    Commands that run until stopped (`run`, `operational`) stay in subprocesses."""
+    import contextlib
+    import io
+
+    from lakehouse.cli import main
+
+    stdout, stderr = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            code = main(_keeping_the_runs_log_level(list(args)))
+        except SystemExit as exit:  # argparse's usage errors
+            code = exit.code if isinstance(exit.code, int) else 2
+    return subprocess.CompletedProcess(["lakehouse", *args], code, stdout.getvalue(), stderr.getvalue())
+
+
+def _keeping_the_runs_log_level(args: list[str]) -> list[str]:
+    """`args` with the run's log level set beside their last --set (a subcommand's --set values replace
+    those given before it), so that the command's session settings leave the run's session quiet."""
+    level = "--set=spark.log_level=ERROR"
+    for at in range(len(args) - 1, -1, -1):
+        if args[at].startswith("--set=") or (args[at] == "--set" and at + 1 < len(args)):
+            after = at + (1 if args[at].startswith("--set=") else 2)
+            return [*args[:after], level, *args[after:]]
+    return [level, *args]
+
+
 def wait_for(condition: Callable[[], bool], timeout_s: float, what: str, every_s: float = 0.1) -> None:
     """Poll `condition` every `every_s` until it holds; a costly condition (a Spark read) should
     poll slowly, or it takes the cores from the processes it waits for."""

@@ -61,8 +61,11 @@ def expected_alerts(real_time: bool = False) -> dict[tuple[str, datetime], int]:
 
 
 def run_options(config_overrides: list[str], *more: str) -> list[str]:
+    """`run`'s --set values for the scenario: quick triggers, and in real-time mode the shortest checkpoint
+    interval, so that a clean stop waits at most 5 s for the running batch (`more` may say otherwise)."""
     return [f"--set={item}" for item in (*config_overrides, f"hot_pages.threshold={THRESHOLD}",
                                          "operational.starting_offsets=earliest", "operational.status_interval_s=2",
+                                         "operational.real_time.checkpoint_interval=5 seconds",
                                          "analytical.triggers.bronze=1 second", "analytical.triggers.silver=1 second",
                                          "analytical.triggers.gold=1 second", *more)]
 

@@ -18,14 +18,26 @@ TIERS = {"unit": "unit", "spark": "spark", "integration": "integration", "realti
 _TESTS = Path(__file__).parent
 
 
+#: The order one pytest process runs the tiers in (`make test TIERS=...`): the quickest to fail first.
+ORDER = ("unit", "spark", "integration", "faults", "deployment")
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
-        try:
-            folder = item.path.relative_to(_TESTS).parts[0]
-        except ValueError:  # a test outside tests/ (the tiers' own test runs one)
-            continue
-        if folder in TIERS:
-            item.add_marker(TIERS[folder])
+        if (tier := tier_of(item)) is not None:
+            item.add_marker(tier)
+            # in --junitxml, where tests/durations.py reads it: a crash-suite test counts as one wherever it is
+            item.user_properties.append(("tier", "faults" if item.get_closest_marker("faults") else tier))
+    items.sort(key=lambda item: ORDER.index(tier_of(item) or "unit"))  # stable: each module stays whole
+
+
+def tier_of(item) -> str | None:
+    """The tier of a collected test, by its folder (None outside tests/: the tiers' own test runs one)."""
+    try:
+        folder = item.path.relative_to(_TESTS).parts[0]
+    except ValueError:
+        return None
+    return TIERS.get(folder)
 
 
 @pytest.hookimpl(hookwrapper=True)

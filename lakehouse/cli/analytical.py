@@ -23,10 +23,13 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
     with monitored(config, "analytical", echo) as (spark, recorder):
+        relayed = _record_relayed_progress(recorder) if args.record_progress_from_stdin else None
         say(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
         if not args.available_now:
             pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
                                       status_lines=not args.progress_json)
+            if relayed is not None:  # the other process's last reports, before the last flush
+                relayed.join(timeout=RELAYED_PROGRESS_WAIT_S)
             return 0
         runs = pipeline.backfill(spark, config, say)
     print_rows([run.as_dict() for run in runs],
@@ -34,12 +37,34 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+#: How long the medallion's process waits, once stopped, for the last progress reports relayed to it:
+#: the fast path's stop lets its running batch end (at most a checkpoint interval, then its commit).
+RELAYED_PROGRESS_WAIT_S = 180.0
+
+
+def _record_relayed_progress(recorder: Any) -> Any:
+    """Record each progress report read from stdin (one JSON object a line, lakehouse.path_processes.
+    ProgressRelay) until it closes: the fast path's, whose runtime has no Delta. The thread, to join."""
+    import json
+    import sys
+    import threading
+
+    def follow() -> None:
+        for line in sys.stdin:
+            if line.startswith("{"):
+                recorder.record(json.loads(line))
+
+    reader = threading.Thread(target=follow, name="relayed-progress", daemon=True)
+    reader.start()
+    return reader
+
+
 def cmd_run(config: Config, args: argparse.Namespace) -> int:
     from operational import hot_pages
     from shared.kafka import ensure_topics
     from lakehouse.master_check import require_fit_master
     from shared.object_store import require_reachable
-    from lakehouse.path_processes import FastPathProcess, MedallionProcess
+    from lakehouse.path_processes import FastPathProcess, MedallionProcess, ProgressRelay
     from shared.runtime import real_time_available
     from shared.streaming import supervise
 
@@ -49,10 +74,19 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
     if config.operational.mode == "real-time" and not real_time_available():
         say(f"both paths from {config.kafka.topics.clicks}: the fast path (real-time mode, its own runtime) alerting "
             f"to {config.kafka.topics.alerts}, the medallion under {config.storage.root} in a low-priority process")
-        recording_children(config, args, lambda recorder: [
-            FastPathProcess(passthrough(config, args), config.operational.real_time.checkpoint_interval, relay=say,
-                            on_progress=recorder.record),
-            MedallionProcess(passthrough(config, args), config.analytical.niceness, relay=say, on_progress=recorder.show)])
+        relayed = ProgressRelay()  # the medallion's process records the fast path's progress too
+
+        def both(view: Any) -> list:
+            def fast_path_progress(progress: dict) -> None:
+                view.show(progress)
+                relayed.forward(progress)
+
+            return [FastPathProcess(passthrough(config, args), config.operational.real_time.checkpoint_interval,
+                                    relay=say, on_progress=fast_path_progress, on_progress_end=relayed.end),
+                    MedallionProcess(passthrough(config, args), config.analytical.niceness, relay=say,
+                                     on_progress=view.show, records=relayed)]
+
+        recording_children(config, args, both, records_here=False)
         say("stopped; `lakehouse status` summarises the recorded progress")
         return 0
     with monitored(config, "operational") as (spark, recorder):
@@ -166,6 +200,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     analytical.add_argument("--progress-json", action="store_true",
                             help="continuous: print each progress report as one JSON line on stdout instead of status "
                             "lines on stderr (how `lakehouse run` shows this process's queries in its console view)")
+    analytical.add_argument("--record-progress-from-stdin", action="store_true",
+                            help="continuous: also record the progress reports read from stdin (one JSON object a "
+                            "line) to ops/stream_progress, until it closes: how `lakehouse run` records its fast "
+                            "path's progress in real-time mode, whose runtime has no Delta")
     analytical.add_argument("--wait-for-broker", type=positive(float), metavar="SECONDS",
                             help="wait up to this long for the broker at start instead of failing at once (what "
                             "`lakehouse run` asks of its medallion process: the broker may restart meanwhile)")

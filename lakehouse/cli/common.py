@@ -119,21 +119,28 @@ def monitored(config: Config, application: str,
         yield spark, recorder
 
 
-def recording_children(config: Config, args: argparse.Namespace, start: Callable[[Any], Sequence[Any]]) -> None:
+def recording_children(config: Config, args: argparse.Namespace, start: Callable[[Any], Sequence[Any]],
+                       records_here: bool = True) -> None:
     """Run queries in child processes (shared.processes.PathProcess) that `start` starts, given the
-    progress recorder, until a signal, `args.seconds` or a child's end; this process records their
-    progress to ops/stream_progress and prints the console view every status interval. Used where
-    the fast path runs in its own runtime (real-time mode), which has no Delta to record with."""
+    progress recorder, until a signal, `args.seconds` or a child's end, printing the console view
+    every status interval. Used where the fast path runs in its own runtime (real-time mode), which
+    has no Delta to record with: this process records their progress to ops/stream_progress with a
+    Spark of its own, unless a child records it (`records_here` False: the medallion's process, to
+    which the fast path's reports are relayed), and then it starts no JVM."""
     from lakehouse.monitoring.stream_progress import recording, table_location
     from lakehouse.path_processes import stopped_at_the_end
     from shared.processes import stops_deferred
-    from shared.spark import spark_session
     from shared.streaming import await_stop
 
     with ExitStack() as started:
         with stops_deferred():  # as in `monitored`; and the children are all started, or none
-            spark = spark_session(config, in_driver=True)
-            recorder = started.enter_context(recording(spark, table_location(config)))
+            if records_here:
+                from shared.spark import spark_session
+
+                spark = spark_session(config, in_driver=True)
+                recorder = started.enter_context(recording(spark, table_location(config)))
+            else:  # the console view only
+                recorder = started.enter_context(recording(None, None))
             children = started.enter_context(stopped_at_the_end(start(recorder)))
         changed_rows = ChangedRows(say)
 

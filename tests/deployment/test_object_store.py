@@ -13,7 +13,7 @@ from pathlib import Path
 from shared.config import with_overrides
 from shared.storage import local_side
 from tests.conftest import S3_CREDENTIALS, free_port
-from tests.helpers import run_lakehouse
+from tests.helpers import lakehouse_here, run_lakehouse
 from tests.readers import assert_every_table_reads_alike
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
@@ -32,19 +32,21 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
     assert alerted(s3_config) == expected_alerts(real_time=True)
     assert gold(spark, s3_config) == expected_windows()
     # a backfill, a rebuild of silver and gold from bronze (staged on the store, published in one commit each),
-    # the checks and the maintenance, each as a user runs it
+    # the checks and the maintenance: `run` and `rebuild` as a user runs them, each building its own session
+    # from the configuration; the others in this process (their console scripts are tested on a local root)
     for command in (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"]):
-        done = run_lakehouse(*command, *options, timeout=600)
+        done = (run_lakehouse(*command, *options, timeout=600) if command == ["rebuild"]
+                else lakehouse_here(*command, *options))
         assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
     assert gold(spark, s3_config) == expected_windows(), "the rebuilt gold"
-    verdict = json.loads(run_lakehouse("reconcile", "--format", "json", *options).stdout)
+    verdict = json.loads(lakehouse_here("reconcile", "--format", "json", *options).stdout)
     hot_and_closed = len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))
     assert (verdict["windowsCompared"], verdict["matched"], verdict["unexplained"]) == (
         hot_and_closed, hot_and_closed, 0), json.dumps(verdict, indent=1)
 
     by_engine = {}
     for engine in ("duckdb", "spark"):
-        answered = run_lakehouse("query", "top-pages", "--engine", engine, "--format", "json", *options)
+        answered = lakehouse_here("query", "top-pages", "--engine", engine, "--format", "json", *options)
         assert answered.returncode == 0, answered.stderr
         by_engine[engine] = json.loads(answered.stdout)
     totals = {}
@@ -52,12 +54,12 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
         totals[page] = totals.get(page, 0) + count
     assert by_engine["duckdb"] == by_engine["spark"]
     assert {row["pageId"]: row["clicks"] for row in by_engine["duckdb"]} == totals
-    sql = run_lakehouse("sql", "SELECT pageId, windowStart, clickCount FROM gold.page_clicks_5s", "--format", "json",
+    sql = lakehouse_here("sql", "SELECT pageId, windowStart, clickCount FROM gold.page_clicks_5s", "--format", "json",
                         *options)
     assert sql.returncode == 0, sql.stderr
     assert {(row["pageId"], datetime.fromisoformat(row["windowStart"].replace("Z", "+00:00"))): row["clickCount"]
             for row in json.loads(sql.stdout)} == expected_windows()
-    status = run_lakehouse("status", "--format", "json", *options)
+    status = lakehouse_here("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr
     assert {row["queryName"] for row in json.loads(status.stdout)} >= {"hot_pages", "bronze_clicks"}
 

@@ -47,7 +47,7 @@ from tests.conftest import make_config
 from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
 from tests.topics import alert_records, read_to_end
-from tests.helpers import LAKEHOUSE, run_lakehouse, wait_for
+from tests.helpers import LAKEHOUSE, lakehouse_here, wait_for
 from tests.processes import alive, family
 
 
@@ -213,7 +213,7 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
 
     figures = assert_the_medallion_equals_the_truth(spark, config, truth)
     alerts = assert_alerts_as_the_oracle_says(config.kafka, config.kafka.topics.alerts, truth, THRESHOLD, real_time)
-    reconciled = run_lakehouse("reconcile", "--format", "json", *opts)
+    reconciled = lakehouse_here("reconcile", "--format", "json", *opts)
     assert reconciled.returncode in (0, 1), reconciled.stderr[-3000:]
     verdict = json.loads(reconciled.stdout)
     summary = {key: verdict[key] for key in ("windowsCompared", "matched", "pending", "byCause", "unexplained",

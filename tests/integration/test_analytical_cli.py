@@ -1,8 +1,9 @@
 """Trend queries on a crafted history, and the medallion's commands as a user runs them.
 
 One crafted history, two backfills (so gold has an older version). The questions are asked
-in-process (one JVM) and through the real `lakehouse` command (formats, --as-of, maintain).
-Expected answers are counted by hand from the records.
+in-process (one JVM) and through the `lakehouse` command (formats, --as-of, maintain): each command
+once as the installed console script, its other calls in this process on the run's session
+(tests.helpers.lakehouse_here). Expected answers are counted by hand from the records.
 """
 
 from __future__ import annotations
@@ -27,12 +28,15 @@ from analytical.tables import read_table
 from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
-from tests.helpers import click, run_lakehouse, send
+from tests.helpers import click, lakehouse_here, run_lakehouse, send
 from tests.readers import assert_every_table_reads_alike, tables_under
 
 
-def lakehouse(overrides, *args):
-    result = run_lakehouse(*args, *(f"--set={item}" for item in overrides))
+def lakehouse(overrides, *args, console_script: bool = False):
+    """`lakehouse ARGS --set OVERRIDES`, which must succeed: in this process, or as the installed
+    console script (a process and a JVM of its own) where the call tests the command's wiring."""
+    command = run_lakehouse if console_script else lakehouse_here
+    result = command(*args, *(f"--set={item}" for item in overrides))
     assert result.returncode == 0, result.stderr
     return result
 
@@ -98,7 +102,7 @@ def test_a_page_trend_per_hour_and_per_day(spark, history):
 
 def test_the_query_command_gives_hot_windows_in_csv_and_as_of_an_older_version(history):
     _, overrides, day_one_version = history
-    result = lakehouse(overrides, "query", "hot-windows", "--format", "csv")
+    result = lakehouse(overrides, "query", "hot-windows", "--format", "csv", console_script=True)
     assert "(DuckDB, in this process)" in result.stderr
     rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [(row["pageId"], row["windowStart"], row["clickCount"]) for row in rows] == [
@@ -160,7 +164,7 @@ def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads
     again = json.loads(lakehouse(history, "analytical", "--available-now", "--format", "json").stdout)
     assert [layer["query"] for layer in again] == [stream.name for stream in STREAMS]
     assert all(layer["rows"] == 0 for layer in again)
-    result = json.loads(lakehouse(history, "maintain", "--format", "json").stdout)
+    result = json.loads(lakehouse(history, "maintain", "--format", "json", console_script=True).stdout)
     gold = next(row for row in result if row["table"] == "gold/page_clicks_5s")
     assert gold["zOrderBy"] == "windowStart" and gold["filesAfter"] < gold["filesBefore"]
     assert {row["table"] for row in result} == {"bronze/clicks", "silver/clicks", "silver/quarantine",
@@ -260,7 +264,7 @@ def test_status_counts_each_querys_batches_of_the_last_minutes_in_every_format(s
 
     as_csv = list(csv.DictReader(io.StringIO(lakehouse(overrides, "status", "--format", "csv").stdout)))
     assert {row["queryName"]: int(row["batches"]) for row in as_csv} == batches_since(60)
-    as_table = lakehouse(overrides, "status").stdout.splitlines()
+    as_table = lakehouse(overrides, "status", console_script=True).stdout.splitlines()
     assert as_table[0].split()[:2] == ["queryName", "batches"]
     assert {line.split()[0]: int(line.split()[1]) for line in as_table[2:] if line.strip()} == batches_since(60)
 

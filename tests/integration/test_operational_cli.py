@@ -6,7 +6,7 @@ import subprocess
 
 from shared.kafka import ensure_topics, producer_for
 from tests.contract_oracle import alert_id
-from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
+from tests.helpers import LAKEHOUSE, click, lakehouse_here, run_lakehouse, send, wait_for
 from tests.topics import alert_records
 
 
@@ -38,9 +38,9 @@ def test_sigterm_stops_the_fast_path_cleanly_and_alerts_lists_what_it_raised(con
     (alert,) = json.loads(shown.stdout)
     assert (alert["pageId"], alert["clickCount"], alert["windowStart"]) == ("/cli", 3, "2026-11-22T10:00:00.000Z")
     expected = ["2026-11-22T10:00:00.000Z", "/cli", "3", "2", alert_id("/cli", "2026-11-22T10:00:00.000Z")]
-    as_csv = run_lakehouse("alerts", "--format", "csv", *settings).stdout.splitlines()
+    as_csv = lakehouse_here("alerts", "--format", "csv", *settings).stdout.splitlines()
     assert as_csv == ["windowStart,pageId,clickCount,threshold,alertId", ",".join(expected)]
-    as_table = run_lakehouse("alerts", *settings).stdout.splitlines()
+    as_table = lakehouse_here("alerts", *settings).stdout.splitlines()
     assert as_table[0].split() == ["windowStart", "pageId", "clickCount", "threshold", "alertId"]
     assert [line.split() for line in as_table[2:]] == [expected]
 
@@ -51,7 +51,7 @@ def test_operational_for_some_seconds_ends_on_its_own_having_alerted(config, con
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     send(config, *(click(f"s{n}", "/seconds", "10:00:01.000") for n in range(3)))
 
-    ended = run_lakehouse("operational", "--seconds", "30", *settings, timeout=240)
+    ended = run_lakehouse("operational", "--seconds", "15", *settings, timeout=240)
 
     assert ended.returncode == 0, ended.stderr[-3000:]
     assert [(r["pageId"], r["clickCount"]) for r in alert_records(config)] == [("/seconds", 3)]

@@ -23,7 +23,7 @@ from analytical.tables import read_table
 from shared.errors import LakehouseError
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
-from tests.helpers import ahead_of_the_clock, click, run_lakehouse, send
+from tests.helpers import ahead_of_the_clock, click, lakehouse_here, run_lakehouse, send
 
 
 #: Silver's expectation that the parsing cannot check: an event from a producer whose clock runs 30
@@ -108,7 +108,7 @@ def test_check_passes_on_the_medallion_and_fails_with_exit_1_on_a_corrupted_gold
                       ("gold/page_clicks_hourly", "hotWindowsEqualItsWindows", 2)}
     assert "Data Docs: file://" in run.stderr
 
-    as_csv = run_lakehouse("check", "--format", "csv", *(f"--set={item}" for item in (*config_overrides,
+    as_csv = lakehouse_here("check", "--format", "csv", *(f"--set={item}" for item in (*config_overrides,
                                                                                        "hot_pages.threshold=3")))
     assert as_csv.returncode == 1, as_csv.stderr
     rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))

@@ -23,7 +23,7 @@ from analytical.tables import read_table
 from operational import hot_pages
 from shared.alerts_topic import latest_alerts
 from shared.kafka import producer_for
-from tests.helpers import ahead_of_the_clock, click, run_lakehouse, send
+from tests.helpers import ahead_of_the_clock, click, lakehouse_here, run_lakehouse, send
 
 
 SETTINGS = ("hot_pages.threshold=3", "operational.starting_offsets=earliest")
@@ -111,7 +111,7 @@ def test_events_later_than_the_fast_paths_watermark_are_attributed_to_lateness(s
 
     # The same from the command line, one row per difference in CSV; and limited to a range.
     options = [f"--set={item}" for item in (*config_overrides, *SETTINGS)]
-    as_csv = run_lakehouse("reconcile", "--format", "csv", *options)
+    as_csv = lakehouse_here("reconcile", "--format", "csv", *options)
     assert as_csv.returncode == 0, as_csv.stderr
     assert sorted((row["pageId"], row["windowStart"], row["operationalCount"], row["goldCount"], row["cause"])
                   for row in csv.DictReader(io.StringIO(as_csv.stdout))) == [

@@ -18,7 +18,7 @@ from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_location
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, ahead_of_the_clock, run_lakehouse, send, unwanted_warnings, wait_for
+from tests.helpers import LAKEHOUSE, ahead_of_the_clock, lakehouse_here, run_lakehouse, send, unwanted_warnings, wait_for
 from tests.processes import alive, family
 from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
@@ -48,7 +48,7 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
     assert all(f"  {name} " in output for name in QUERIES), "one console view of both processes' queries"
     assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
 
-    status = run_lakehouse("status", "--format", "json", *options)
+    status = lakehouse_here("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr
     summary = {row["queryName"]: row for row in json.loads(status.stdout)}
     assert set(summary) == QUERIES
@@ -72,7 +72,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
     assert "is aborting" not in output, "stopping mid-batch logs the cancelled writers at ERROR unless silenced"
     assert alerted(config) == expected_alerts(real_time=True) != expected_alerts()  # /run's 5 clicks alert as 4
     assert gold(spark, config) == expected_windows()
-    status = run_lakehouse("status", "--format", "json", *options)
+    status = lakehouse_here("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr
     summary = {row["queryName"]: row for row in json.loads(status.stdout)}
     assert set(summary) == QUERIES, "the fast path's progress, recorded by run itself"
@@ -80,7 +80,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
 
     # Real-time alerts carry the largest doubling reached (/run's 5 clicks: 4), which the reconciliation
     # expects from gold's count: every hot window closed in both paths is compared and matches.
-    reconciled = run_lakehouse("reconcile", "--format", "json", *options)
+    reconciled = lakehouse_here("reconcile", "--format", "json", *options)
     assert reconciled.returncode == 0, reconciled.stderr
     verdict = json.loads(reconciled.stdout)
     hot_and_closed = len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))

@@ -8,7 +8,7 @@ from collections import Counter
 from datetime import datetime, timedelta, timezone
 
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
-from tests.helpers import run_lakehouse
+from tests.helpers import lakehouse_here, run_lakehouse
 
 
 CLICKS_PER_PAGE = "SELECT pageId, sum(clickCount) AS clicks FROM gold.page_clicks_5s GROUP BY pageId ORDER BY pageId"
@@ -18,8 +18,11 @@ def _windows(start: datetime, counts: dict[str, int]) -> list[tuple]:
     return [(page, start, start + timedelta(seconds=5), count, count > 3) for page, count in counts.items()]
 
 
-def _sql(root, *args: str):
-    return run_lakehouse(f"--set=storage.root={root}", "sql", *args, timeout=120)
+def _sql(root, *args: str, console_script: bool = False):
+    """`lakehouse sql` on the lake at `root`: in this process, or as the installed console script."""
+    if console_script:
+        return run_lakehouse(f"--set=storage.root={root}", "sql", *args, timeout=120)
+    return lakehouse_here(f"--set=storage.root={root}", "sql", *args)
 
 
 def _answer(root, *args: str) -> list[dict]:
@@ -53,7 +56,7 @@ def test_sql_answers_at_each_version_and_moment_and_refuses_anything_but_a_selec
     hot = _answer(root, "SELECT pageId, windowStart, windowEnd FROM gold.page_clicks_5s WHERE isHot ORDER BY windowStart")
     assert hot == [{"pageId": "/a", "windowStart": "2026-11-22T10:00:00.000Z", "windowEnd": "2026-11-22T10:00:05.000Z"},
                    {"pageId": "/c", "windowStart": "2026-11-22T10:00:05.000Z", "windowEnd": "2026-11-22T10:00:10.000Z"}]
-    as_csv = _sql(root, CLICKS_PER_PAGE, "--format", "csv")
+    as_csv = _sql(root, CLICKS_PER_PAGE, "--format", "csv", console_script=True)
     assert as_csv.stdout.splitlines() == ["pageId,clicks", "/a,6", "/b,2", "/c,7"]
 
     refusals = {

@@ -30,3 +30,20 @@ def test_clearing_the_folder_keeps_the_held_locks_and_removes_everything_else(tm
         with pytest.raises(LakehouseError, match="in use by pid"):  # still held: a second demo is refused
             with exclusive(str(tmp_path), ["hot_pages"]):
                 pass
+
+
+def test_a_holder_that_ended_normally_leaves_no_jvm_for_the_next_one_to_wait_for(tmp_path):
+    """A block that ends normally has stopped its queries: its JVM, which may live on (a process that
+    runs several commands on one session), is no orphan the next holder must wait for or kill."""
+    import os
+
+    lock = tmp_path / "_checkpoints" / "hot_pages.lock"
+    with exclusive(str(tmp_path), ["hot_pages"]) as locks:
+        locks.record_jvm(os.getpid())  # a live process, standing in for the JVM
+        assert lock.read_text() == f"pid {os.getpid()} jvm {os.getpid()}"
+    assert lock.read_text() == f"pid {os.getpid()}"
+    with pytest.raises(RuntimeError):
+        with exclusive(str(tmp_path), ["hot_pages"]) as locks:
+            locks.record_jvm(os.getpid())
+            raise RuntimeError("a holder that failed")
+    assert lock.read_text().endswith(f"jvm {os.getpid()}"), "a failed holder's JVM may still write: named"

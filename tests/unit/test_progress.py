@@ -367,3 +367,44 @@ def test_a_stop_that_arrives_as_a_stage_ends_starts_no_next_query(monkeypatch):
 
     assert said == ["[hot_pages] started (query id fake): a backlog",
                     "[hot_pages] caught up; stop requested: stopped before the next step"]
+
+
+def test_a_restart_whose_start_fails_is_tried_again_after_the_backoff_until_max_restarts():
+    """The broker killed under a running query: the query fails, and its restart's start fails too while
+    the broker is still down (its probe says no broker answers). That start is one more failure in the
+    row, tried again after a longer backoff, not the end of the command; a start that keeps failing
+    ends it after max_restarts with what failed."""
+
+    class Failed(FakeQuery):
+        def exception(self) -> str:
+            return "org.apache.kafka.common.errors.TimeoutException: the broker went away"
+
+    settings = make_config("operational.restart_backoff_s=0.01", "operational.max_restarts=3").operational
+    starts: list[str] = []
+
+    def start_while_the_broker_is_down_twice():
+        starts.append("start")
+        if len(starts) == 1:
+            return Failed([kafka_batch(0, 10, None, None)])
+        if len(starts) <= 3:
+            raise LakehouseError("no Kafka broker answers at 127.0.0.1:9092 (Connection refused)")
+        return FakeQuery([kafka_batch(n, 10, None, None) for n in range(1, 3)])
+
+    said: list[str] = []
+    totals = streaming.supervise({"hot_pages": start_while_the_broker_is_down_twice}, settings, seconds=None,
+                                 report=said.append, status_lines=False)
+
+    assert len(starts) == 4 and said[-1] == "[hot_pages] finished"
+    assert [line.split(";")[1].strip() for line in said if "; restart" in line] == [
+        "restart 1/3 from its checkpoint in 0.01 s", "restart 2/3 from its checkpoint in 0.02 s",
+        "restart 3/3 from its checkpoint in 0.04 s"]
+    assert "its restart failed: no Kafka broker answers" in said[2]
+    assert totals["hot_pages"].rows == 30
+
+    starts.clear()
+    with pytest.raises(LakehouseError, match="the hot_pages query failed: its restart failed: no Kafka broker answers"):
+        streaming.supervise({"hot_pages": lambda: starts.append("start") or (
+            Failed([kafka_batch(0, 10, None, None)]) if len(starts) == 1 else
+            (_ for _ in ()).throw(LakehouseError("no Kafka broker answers at 127.0.0.1:9092 (Connection refused)")))},
+            settings, seconds=None, report=said.append, status_lines=False)
+    assert len(starts) == 4, "the first start and three restarts"
