@@ -81,7 +81,7 @@ def broker_overrides(tmp_path_factory) -> list[str]:
         f"metrics.analytical_port={free_port()}",
     ]
     broker = EmbeddedBroker(make_config(*overrides), log=lambda message: None)
-    broker.start()
+    broker.start(die_with_caller=True)  # a test run killed (kill -9, its make stopped) leaves no broker
     yield overrides
     broker.stop(quiet=True)
 
@@ -162,7 +162,7 @@ def object_store(tmp_path_factory, spark) -> list[str]:
                  f"object_store.run_dir={tmp_path_factory.mktemp('s3')}"]
     settings = make_config(*overrides, "storage.root=s3a://tests/")
     store = EmbeddedObjectStore(settings, log=lambda message: None)
-    store.start()
+    store.start(die_with_caller=True)
     hadoop = spark._jsc.hadoopConfiguration()
     for key, value in S3Access.of(settings.storage.s3).spark_settings().items():
         hadoop.set(key.removeprefix("spark.hadoop."), value)

@@ -3,7 +3,9 @@
 
     python -m tests.jvm_starts /tmp/count-jvms.XXXX/starts.tsv [--top 25] [--json]
 
-A `java -version` (how the project checks the JDK) is a probe, counted apart: it ends at once.
+A JVM that ends at once is counted apart: a `java -version` (how the project checks the JDK), and
+Spark's launcher (`org.apache.spark.launcher.Main`, which spark-submit runs to build the command of
+the JVM it then starts).
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ def read(path: Path) -> list[tuple[str, str]]:
     starts = []
     for line in path.read_text().splitlines():
         _, test, arguments = (line.split("\t") + ["", ""])[:3]
-        starts.append((test.rsplit(" (", 1)[0], arguments.strip()))  # "tests/x.py::test_y (call)"
+        test = "" if test == "none" else test.rsplit(" (", 1)[0]  # "tests/x.py::test_y (call)"
+        starts.append((test, arguments.strip()))
     return starts
 
 
@@ -33,10 +36,16 @@ def tier(test: str) -> str:
     return TIERS.get(parts[1], "other") if test and len(parts) > 2 else "set-up"
 
 
+LAUNCHER = "org.apache.spark.launcher.Main"
+
+
 def summary(starts: list[tuple[str, str]], top: int = 25) -> dict:
-    jvms = [(test, arguments) for test, arguments in starts if arguments != "-version"]
+    probes = sum(arguments == "-version" for _, arguments in starts)
+    launchers = sum(LAUNCHER in arguments.split() for _, arguments in starts)
+    jvms = [(test, arguments) for test, arguments in starts
+            if arguments != "-version" and LAUNCHER not in arguments.split()]
     per_tier = Counter(tier(test) for test, _ in jvms)
-    return {"jvm_starts": len(jvms), "version_probes": len(starts) - len(jvms),
+    return {"jvm_starts": len(jvms), "version_probes": probes, "spark_launchers": launchers,
             "per_tier": {name: per_tier[name] for name in (*ORDER, "set-up", "other") if per_tier[name]},
             "per_test": dict(Counter(test for test, _ in jvms if test).most_common(top))}
 

@@ -166,7 +166,7 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
                 os.kill(broker.status().pid, signal.SIGKILL)
                 broker_down_s = rng.uniform(5, 15)
                 time.sleep(broker_down_s)
-                broker.start()
+                broker.start(die_with_caller=True)
                 continue
             doomed = family(run.pid)
             os.kill(run.pid, signal.SIGKILL)
