@@ -35,6 +35,8 @@ def test_bench_latency_reports_each_configuration_it_ran_and_misses_no_window(co
 
 
 def test_bench_freshness_reports_gold_beside_the_fast_path_and_the_fast_path_alone(config_overrides):
+    """Its time: two measured runs (the fast path alone, then beside the medallion's process), each a
+    JVM's start, 10 s of warm-up and 10 s of load, and the medallion catching gold up after the second."""
     report = bench(config_overrides, "freshness", *LOAD, "--seconds", "10", "--configs", "tuned", timeout=900)
 
     alone, beside = report["fast_path"]["alone"], report["fast_path"]["with_medallion"]
@@ -98,6 +100,8 @@ def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):
 
 
 def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
+    """Its time: five backfills, each in a process and JVM of its own as the benchmark measures them (two
+    histories, each loaded and then backfilled once more, and the plain-batch floor)."""
     report = bench(config_overrides, "backfill", "--events", "500", "--history", "2", "--span", "60", timeout=900)
 
     def bronze_rows(run: dict) -> int:

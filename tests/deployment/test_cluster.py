@@ -23,7 +23,10 @@ from tests.run_scenario import alerted, expected_alerts, expected_windows, gold,
 
 def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
         spark, config, config_overrides, cluster_settings, object_store, s3_root, tmp_path):
-    """With tables and checkpoints on the object store, as on a cluster whose machines share no disk."""
+    """With tables and checkpoints on the object store, as on a cluster whose machines share no disk.
+
+    Its time: two clusters' masters and three workers start, `run` registers two applications whose
+    executors start on the workers, and the scenario's alerts and gold are awaited through them."""
     on_s3 = [*object_store, f"storage.root={s3_root}"]
     config, config_overrides = with_overrides(config, on_s3), [*config_overrides, *on_s3]
     cluster_dir = cluster_settings[0].split("=", 1)[1]

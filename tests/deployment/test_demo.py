@@ -19,6 +19,8 @@ from tests.truth import Truth, assert_alerts_as_the_oracle_says
 
 
 def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_path):
+    """Its time: the whole demo as a user runs it (a broker, both paths in three JVMs, 10 s of traffic,
+    the backfill, the checks and the reconciliation), then its broker started again to read the truth."""
     settings = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={tmp_path / 'broker'}",
                 f"storage.root={tmp_path / 'lake'}", f"metrics.operational_port={free_port()}",
                 f"metrics.analytical_port={free_port()}", "spark.ui_enabled=false"]

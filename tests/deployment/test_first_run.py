@@ -90,6 +90,9 @@ def fast_path_started(run: Running) -> bool:
 
 
 def test_the_readmes_first_run_works_as_written(tmp_path):
+    """Its time: README's walk as written, each step a command of its own (a broker, `run`, 20 s of
+    traffic, a backfill, the questions, the checks), and Ctrl-C lets the shipped 30-s real-time batch
+    end, which this walk is the one test to wait for."""
     steps = walk()
     assert steps[0] == ["source", ".venv/bin/activate"] and all(words[0] == "lakehouse" for words in steps[1:])
     profile = tmp_path / "mine.yaml"

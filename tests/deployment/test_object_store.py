@@ -21,6 +21,8 @@ from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold
 
 def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_command(
         spark, config, config_overrides, object_store, s3_root, tmp_path):
+    """Its time: `run` and `rebuild` each start their own JVMs on the store, and every other command's
+    reads and writes go over S3's HTTP, slower than a local disk's for Delta's many small files."""
     on_s3 = [*object_store, f"storage.root={s3_root}"]
     s3_config = with_overrides(config, on_s3)
     options = run_options([*config_overrides, *on_s3], "operational.mode=real-time",

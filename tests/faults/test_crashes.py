@@ -132,7 +132,11 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     """The nemesis, at random moments under steady traffic: SIGKILL of `lakehouse run` (started again
     at once), SIGKILL of the broker (started again within 20 s), SIGKILL of run twice more. Then the
     traffic stops, the last run stops cleanly, and a backfill brings the medallion up to date. Once
-    with tables and checkpoints in a local folder, once on the run's S3-compatible store."""
+    with tables and checkpoints in a local folder, once on the run's S3-compatible store.
+
+    Its time: four starts of `run` (two JVMs each), the kills spread over each run's batches (up to 25 s
+    after its fast path starts, with 10-s batches), the broker down up to 15 s, then two batch ends
+    after the fast path caught up: the moments a crash can fall in take minutes to visit."""
     if storage == "object store":
         on_s3 = [*request.getfixturevalue("object_store"), f"storage.root={request.getfixturevalue('s3_root')}"]
         config, config_overrides = with_overrides(config, on_s3), [*config_overrides, *on_s3]
