@@ -14,7 +14,7 @@ MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
 # The test tiers (tests/tiers.py), and those a `make test` runs: one pytest process per runtime runs them
 # all, so one broker, one SparkSession and one object store serve every tier (CI: TIERS="$(ALL_TIERS)").
-ALL_TIERS := unit spark integration faults deployment
+ALL_TIERS := unit spark integration commands faults deployment
 TIERS    ?= unit spark integration
 # --junitxml=<dir>/<runtime>.xml for each runtime's pytest when set (CI compares them: tests/durations.py)
 JUNIT_DIR ?=
@@ -30,7 +30,7 @@ JDK_BIN  := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/,$(dir $(realpath $(shell command
 OPERATORS_SRC := $(wildcard operational/jvm/lakehouse/operational/*.java)
 OPERATORS_JAR := $(JARS)/fast/lakehouse-operational.jar
 
-.PHONY: help setup prerequisites test test-all test-unit test-spark test-integration test-faults test-deployment demo clean clean-run
+.PHONY: help setup prerequisites test test-all test-unit test-spark test-integration test-commands test-faults test-deployment demo clean clean-run
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
@@ -125,6 +125,9 @@ test-spark:  ## the spark tier: pure transforms and declarations on one local Sp
 
 test-integration:  ## the integration tier: real broker, Spark streams and Delta tables, in both runtimes
 	@$(MAKE) --no-print-directory test TIERS=integration
+
+test-commands:  ## run, operational and the notebooks as users run them, in processes of their own
+	@$(MAKE) --no-print-directory test TIERS=commands
 
 test-faults:  ## only the crash suite: kill -9 of run and of the broker under traffic, hostile input (both runtimes)
 	@$(MAKE) --no-print-directory test TIERS=faults

@@ -1,6 +1,6 @@
 """`lakehouse run` on crafted traffic, checked against an oracle computed here from what was sent.
 
-One scenario for every place `run` must give the same answer: local mode (tests/integration/test_run.py),
+One scenario for every place `run` must give the same answer: local mode (tests/commands/test_run.py),
 the standalone cluster and the SASL_SSL broker (tests/deployment/). The oracle counts distinct eventIds
 per page and 5-second window from the crafted clicks themselves; a window is hot above THRESHOLD.
 """

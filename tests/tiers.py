@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 TIERS = {"unit": "unit", "spark": "spark", "integration": "integration", "realtime": "integration",
-         "faults": "faults", "deployment": "deployment"}
+         "commands": "commands", "faults": "faults", "deployment": "deployment"}
 _TESTS = Path(__file__).parent
 
 
 #: The order one pytest process runs the tiers in (`make test TIERS=...`): the quickest to fail first.
-ORDER = ("unit", "spark", "integration", "faults", "deployment")
+ORDER = ("unit", "spark", "integration", "commands", "faults", "deployment")
 
 
 def pytest_collection_modifyitems(items):

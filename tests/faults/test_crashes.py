@@ -54,10 +54,14 @@ from tests.processes import alive, family
 THRESHOLD = 50
 #: Set to a seed the test printed to replay its kill schedule.
 SEED_VARIABLE = "LAKEHOUSE_FAULT_SEED"
+#: The fast path's real-time batches here: the shortest checkpoint interval, so that the kills visit
+#: batch ends often.
+BATCH_S = 5
 #: The nemesis, in order. The first kill of run falls 3 to 15 s after its start, while its processes
-#: start; the others 0 to 25 s after its fast path's query started (2.5 of its 10-second batches):
-#: before, around and after committed batches, which a restart resumes from.
+#: start; the others within 2.5 batches after its fast path's query started (0 to 12.5 s): before,
+#: around and after committed batches, which a restart resumes from.
 NEMESIS = ("run while it starts", "broker", "run", "run")
+KILL_WITHIN_S = 2.5 * BATCH_S
 #: What run's log says once the fast path's query runs.
 FAST_PATH_STARTED = "[hot_pages] started"
 
@@ -79,7 +83,7 @@ def options(config_overrides, *more: str) -> list[str]:
         "operational.trigger=1 second", "analytical.niceness=0",
         # The fast path as shipped, in real-time mode (its own runtime, a child of run), with batches
         # short enough that kills fall before, inside and after committed batches.
-        "operational.mode=real-time", "operational.real_time.checkpoint_interval=10 seconds", *more)]
+        "operational.mode=real-time", f"operational.real_time.checkpoint_interval={BATCH_S} seconds", *more)]
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -134,8 +138,8 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     traffic stops, the last run stops cleanly, and a backfill brings the medallion up to date. Once
     with tables and checkpoints in a local folder, once on the run's S3-compatible store.
 
-    Its time: four starts of `run` (two JVMs each), the kills spread over each run's batches (up to 25 s
-    after its fast path starts, with 10-s batches), the broker down up to 15 s, then two batch ends
+    Its time: four starts of `run` (two JVMs each), the kills spread over each run's batches (up to 2.5
+    batches after its fast path starts), the broker down up to 15 s, then two batch ends
     after the fast path caught up: the moments a crash can fall in take minutes to visit."""
     if storage == "object store":
         on_s3 = [*request.getfixturevalue("object_store"), f"storage.root={request.getfixturevalue('s3_root')}"]
@@ -162,7 +166,7 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
             else:  # mid-batch, mid-commit, during the medallion's start: any moment of a running fast path
                 wait_for(lambda: FAST_PATH_STARTED in log.read_text() or run.poll() is not None, 180,
                          f"the fast path of {log.name} to start", every_s=0.2)
-                delay, since = rng.uniform(0, 25), "its fast path started"
+                delay, since = rng.uniform(0, KILL_WITHIN_S), "its fast path started"
             moments.append(f"{nemesis.split()[0]} {delay:.1f} s after {since}")
             time.sleep(delay)
             assert run.poll() is None, f"run ended before the nemesis ({nemesis}):\n{log.read_text()[-3000:]}"
