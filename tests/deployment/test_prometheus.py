@@ -59,7 +59,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     settings = [f"--set={item}" for item in (
         *config_overrides, "hot_pages.threshold=20", "operational.starting_offsets=earliest",
-        "operational.mode=real-time", "operational.real_time.checkpoint_interval=5 seconds",
+        "operational.mode=real-time", "operational.real_time.checkpoint_interval=10 seconds",
         "analytical.niceness=0", "analytical.triggers.bronze=1 second", "analytical.triggers.silver=2 seconds",
         "analytical.triggers.gold=2 seconds")]
     server = prometheus.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
@@ -88,15 +88,15 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
                     if found["labels"]["alertname"] == alert and found["state"] == "firing"}
 
         # Both processes serve, every query is up and has read clicks, the fast path's real-time batch
-        # has ended six times (a report each 5-s checkpoint interval): the first batch, read from the
+        # has ended four times (a report each checkpoint interval): the first batch, read from the
         # earliest offsets, is counted at its end only (live counting starts from a batch's end
-        # offsets), and the 20-s rate below must not see that jump, 25 s before.
+        # offsets), and the 20-s rate below must not see that jump.
         every_query = set(OPERATIONAL + ANALYTICAL)
         wait_for(lambda: running() and set(value("lakehouse_query_up == 1")) == every_query
                  and set(value("lakehouse_input_rows_total > 0")) >= {"hot_pages", "bronze_clicks", "silver_clicks"}
                  and value("lakehouse_alerts_emitted_total").get("hot_pages", 0) > 0
-                 and value('lakehouse_batch_duration_seconds_count{query="hot_pages"}').get("hot_pages", 0) >= 6,
-                 300, "every query up and reading, six real-time batches ended", every_s=2)
+                 and value('lakehouse_batch_duration_seconds_count{query="hot_pages"}').get("hot_pages", 0) >= 4,
+                 300, "every query up and reading, four real-time batches ended", every_s=2)
         assert value("lakehouse_query_real_time")["hot_pages"] == 1
 
         # Values that fit what was sent: a fast path keeping up with 200 clicks/s of clicks stamped now.
