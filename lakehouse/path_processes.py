@@ -4,11 +4,12 @@
 by the process that started it.
 
 `MedallionProcess`: the medallion beside the fast path, as a separate, lower-priority application
-(`analytical.niceness`); it can also record the fast path's progress, passed on to it (`ProgressRelay`),
-so that the process that starts both needs no JVM of its own. FAIR pools only order tasks that wait: a medallion task already running, and
+(`analytical.niceness`). FAIR pools only order tasks that wait: a medallion task already running, and
 a Delta MERGE's driver work, would still hold a shared JVM's cores, while a separate low-priority
 process yields the machine whenever the fast path has work (operational/README.md, "Isolation", has
-the measurements). So `lakehouse run`, the demo and the benchmark start the medallion this way.
+the measurements). So `lakehouse run`, the demo and the benchmark start the medallion this way. It can
+also record the fast path's progress, passed on to it (`ProgressRelay`): then the process that starts
+both needs no JVM of its own.
 """
 
 from __future__ import annotations

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import threading
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,12 +43,11 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
 RELAYED_PROGRESS_WAIT_S = 180.0
 
 
-def _record_relayed_progress(recorder: Any) -> Any:
+def _record_relayed_progress(recorder: Any) -> threading.Thread:
     """Record each progress report read from stdin (one JSON object a line, lakehouse.path_processes.
     ProgressRelay) until it closes: the fast path's, whose runtime has no Delta. The thread, to join."""
     import json
     import sys
-    import threading
 
     def follow() -> None:
         for line in sys.stdin:
