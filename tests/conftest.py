@@ -9,6 +9,7 @@ A test's tier is its folder, and CI lets no test skip: tests/tiers.py.
 from __future__ import annotations
 
 import random
+import signal
 import socket
 import uuid
 from pathlib import Path
@@ -17,7 +18,15 @@ import pytest
 
 from shared.config import Config, load_config
 from shared.runtime import real_time_available
-from tests.tiers import pytest_collection_modifyitems, pytest_runtest_makereport  # noqa: F401 (hooks)
+from tests.tiers import (pytest_collection_modifyitems, pytest_runtest_makereport,  # noqa: F401 (hooks)
+                         pytest_runtest_protocol)
+
+
+def pytest_configure(config):
+    """A run stopped with SIGTERM (a service manager, CI's timeout, `kill`) ends as one stopped with
+    Ctrl-C: the running test's `finally` blocks and every fixture's teardown run, so the clusters,
+    brokers and commands the tests started end with it instead of outliving it."""
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 #: The ports free_port has handed out in this process: two servers of one run never get the same one.

@@ -33,6 +33,14 @@ class Duration(NamedTuple):
     test: str  # pytest's node id, e.g. tests/unit/test_cli.py::test_help
     tier: str
     seconds: float  # set-up, call and tear-down, as JUnit XML reports a test
+    #: the core-seconds the machine was busy meanwhile (tests/tiers.py), every process's; None: not recorded
+    busy_core_s: float | None = None
+
+    @property
+    def cores_busy(self) -> float | None:
+        """The cores busy on average while it ran: near the machine's count, a test that works (or runs
+        beside another); well under it, one that waits."""
+        return None if self.busy_core_s is None or not self.seconds else self.busy_core_s / self.seconds
 
 
 def read_junit(paths: Iterable[Path]) -> list[Duration]:
@@ -43,7 +51,9 @@ def read_junit(paths: Iterable[Path]) -> list[Duration]:
             module = case.get("classname", "")  # a module's dotted name: the suite has no test classes
             test = f"{module.replace('.', '/')}.py::{case.get('name')}"
             properties = {prop.get("name"): prop.get("value") for prop in case.iter("property")}
-            found.append(Duration(test, properties.get("tier", "unit"), float(case.get("time", 0))))
+            busy = properties.get("busy_core_s")
+            found.append(Duration(test, properties.get("tier", "unit"), float(case.get("time", 0)),
+                                  None if busy is None else float(busy)))
     return found
 
 
@@ -63,12 +73,12 @@ def tier_totals(durations: Sequence[Duration]) -> dict[str, tuple[int, float]]:
 
 
 def table(durations: Sequence[Duration], slowest: int = 15) -> str:
-    """Markdown: each tier's tests and seconds, then the `slowest` tests."""
+    """Markdown: each tier's tests and seconds, then the `slowest` tests with the cores busy meanwhile."""
     lines = ["| tier | tests | seconds |", "|---|---:|---:|"]
     lines += [f"| {tier} | {count} | {seconds:,.0f} |" for tier, (count, seconds) in tier_totals(durations).items()]
     lines += [f"| all | {len(durations)} | {sum(d.seconds for d in durations):,.0f} |", "",
-              "| test | tier | seconds |", "|---|---|---:|"]
-    lines += [f"| `{d.test}` | {d.tier} | {d.seconds:,.0f} |"
+              "| test | tier | seconds | cores busy |", "|---|---|---:|---:|"]
+    lines += [f"| `{d.test}` | {d.tier} | {d.seconds:,.0f} | {'' if d.cores_busy is None else f'{d.cores_busy:.1f}'} |"
               for d in sorted(durations, key=lambda d: -d.seconds)[:slowest]]
     return "\n".join(lines)
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-LAKEHOUSE = str(Path(sys.executable).with_name("lakehouse"))
+from shared.runtime import MEDALLION
+
+#: `lakehouse` as README's user runs it, the medallion's virtualenv's, whichever runtime runs the tests (a
+#: command that needs the fast path's starts itself there).
+LAKEHOUSE = str(MEDALLION.venv / "bin" / "lakehouse")
 
 
 def run_lakehouse(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -22,18 +24,24 @@ def lakehouse_here(*args: str) -> subprocess.CompletedProcess:
     """`lakehouse ARGS` run in this process (`lakehouse.cli.main`), on the run's SparkSession: the
     command's own code, output and exit code, without a Python and a JVM of its own. A command's
     wiring as a console script is tested by a `run_lakehouse` call of it; its other calls go here.
-    Commands that run until stopped (`run`, `operational`) stay in subprocesses."""
+    Commands that run until stopped (`run`, `operational`) stay in subprocesses. The stop signals'
+    handlers a command installs for itself are put back as they were: the test run's own stay."""
     import contextlib
     import io
+    import signal
 
     from lakehouse.cli import main
 
     stdout, stderr = io.StringIO(), io.StringIO()
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
     with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
         try:
             code = main(_keeping_the_runs_log_level(list(args)))
         except SystemExit as exit:  # argparse's usage errors
             code = exit.code if isinstance(exit.code, int) else 2
+        finally:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
     return subprocess.CompletedProcess(["lakehouse", *args], code, stdout.getvalue(), stderr.getvalue())
 
 

@@ -40,8 +40,28 @@ def tier_of(item) -> str | None:
     return TIERS.get(folder)
 
 
+def busy_core_seconds() -> float:
+    """Core-seconds this machine has spent busy since boot, every process's (/proc/stat; 0 elsewhere)."""
+    try:
+        with open("/proc/stat") as stat:
+            ticks = [int(field) for field in stat.readline().split()[1:9]]
+    except OSError:
+        return 0.0
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    item.busy_at_start = busy_core_seconds()
+    yield
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    # in --junitxml, beside its seconds: the core-seconds the machine was busy meanwhile (a test's
+    # commands run in processes of their own), which tell a test that waits from one that works
+    if call.when == "teardown" and hasattr(item, "busy_at_start"):
+        item.user_properties.append(("busy_core_s", f"{busy_core_seconds() - item.busy_at_start:.1f}"))
     report = (yield).get_result()
     if os.environ.get("LAKEHOUSE_TESTS_SKIP") == "never" and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

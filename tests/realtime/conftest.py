@@ -1,5 +1,5 @@
 """The fast path's own tests, run in its runtime (pyspark 4.3: `.venv-fast/bin/pytest tests/realtime`,
-which `make test` runs after the medallion's). The medallion's interpreter skips them."""
+which `make test` runs beside the medallion's). The medallion's interpreter skips them."""
 
 import pytest
 

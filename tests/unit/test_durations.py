@@ -14,7 +14,8 @@ REPORT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="p
 <testcase classname="tests.unit.test_cli" name="test_help" time="0.5">
   <properties><property name="tier" value="unit"/></properties></testcase>
 <testcase classname="tests.integration.test_run" name="test_run_feeds[local]" time="80.25">
-  <properties><property name="tier" value="integration"/></properties></testcase>
+  <properties><property name="tier" value="integration"/><property name="busy_core_s" value="120.4"/></properties>
+</testcase>
 <testcase classname="tests.realtime.test_hostile_input" name="test_hostile" time="30">
   <properties><property name="tier" value="faults"/></properties></testcase>
 </testsuite></testsuites>"""
@@ -29,7 +30,7 @@ def _report(tmp_path: Path) -> Path:
 def test_a_junit_report_gives_each_test_its_node_id_tier_and_seconds(tmp_path):
     assert read_junit([_report(tmp_path)]) == [
         Duration("tests/unit/test_cli.py::test_help", "unit", 0.5),
-        Duration("tests/integration/test_run.py::test_run_feeds[local]", "integration", 80.25),
+        Duration("tests/integration/test_run.py::test_run_feeds[local]", "integration", 80.25, 120.4),
         Duration("tests/realtime/test_hostile_input.py::test_hostile", "faults", 30.0)]
 
 
@@ -38,8 +39,8 @@ def test_the_table_totals_each_tier_in_run_order_and_lists_the_slowest_first(tmp
     assert tier_totals(durations) == {"unit": (1, 0.5), "integration": (1, 80.25), "faults": (1, 30.0)}
     lines = table(durations, slowest=2).splitlines()
     assert lines[2:6] == ["| unit | 1 | 0 |", "| integration | 1 | 80 |", "| faults | 1 | 30 |", "| all | 3 | 111 |"]
-    assert lines[-2:] == ["| `tests/integration/test_run.py::test_run_feeds[local]` | integration | 80 |",
-                          "| `tests/realtime/test_hostile_input.py::test_hostile` | faults | 30 |"]
+    assert lines[-2:] == ["| `tests/integration/test_run.py::test_run_feeds[local]` | integration | 80 | 1.5 |",
+                          "| `tests/realtime/test_hostile_input.py::test_hostile` | faults | 30 |  |"]
 
 
 def test_over_budget_ci_names_the_tests_that_grew_and_within_it_says_so(tmp_path, capsys):

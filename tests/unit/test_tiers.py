@@ -31,3 +31,18 @@ def test_a_skip_fails_the_run_only_where_ci_forbids_skips(tmp_path, rule, outcom
     assert (result.returncode == 0) == (rule is None)
     if rule:
         assert "skipped where LAKEHOUSE_TESTS_SKIP=never: the tool is not installed" in result.stdout
+
+
+def test_the_junit_report_gives_each_test_the_core_seconds_the_machine_was_busy_meanwhile(tmp_path):
+    (tmp_path / "test_work.py").write_text(
+        "import time\n\ndef test_spins():\n    end = time.process_time() + 0.5\n    while time.process_time() < end:\n"
+        "        pass\n\ndef test_fails():\n    assert False\n")
+    report = tmp_path / "report.xml"
+    subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+                    f"--junitxml={report}", str(tmp_path / "test_work.py")], cwd=PROJECT_ROOT, capture_output=True,
+                   timeout=120)
+    from tests.durations import read_junit
+
+    spins, fails = read_junit([report])
+    assert spins.busy_core_s is not None and spins.busy_core_s >= 0.4  # it kept a core busy for 0.5 s
+    assert fails.busy_core_s is not None  # a failed test's too
