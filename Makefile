@@ -102,21 +102,16 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
-# The fast path's runtime runs its tests (tests/realtime) beside the medallion's, its output shown when both are
-# done; whatever ends the one ends the other. Its pytest also runs the modules whose tests drive the product
-# only through `lakehouse` commands, each in processes of its own (no Spark in the test's process): either
-# runtime could, and the fast path's is done with its own tests long before the medallion's tiers end, while
-# those tiers' in-process Spark work keeps about one core busy. Two cores, two lanes.
-COMMANDS_ONLY := $(addprefix tests/deployment/,test_benchmarks.py test_demo.py test_first_run.py \
-	test_prometheus.py test_runtime_mismatch.py)
-FAST_TESTS := $(filter integration faults deployment,$(TIERS))
+# The fast path's runtime runs its tests (tests/realtime: mostly waiting for real-time batches to end) beside
+# the medallion's, its output shown when both are done; whatever ends the one ends the other.
+FAST_TESTS := $(filter integration faults,$(TIERS))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
 	@status=0; fast=; fast_log=$$(mktemp); \
 	trap '[ -z "$$fast" ] || kill $$fast 2>/dev/null; rm -f "$$fast_log"' EXIT; trap 'exit 130' INT TERM; \
-	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime $(COMMANDS_ONLY) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
-	$(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),$(addprefix --ignore=,$(COMMANDS_ONLY))) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
-	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the commands-only modules in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
+	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
+	$(BIN)/pytest -m "$(MARKERS)" $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
+	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status
 
 test-all:  ## every tier, one pytest process per runtime: what CI runs

@@ -5,14 +5,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
-from shared.runtime import MEDALLION
-
-#: `lakehouse` as README's user runs it, the medallion's virtualenv's, whichever runtime runs the tests (a
-#: command that needs the fast path's starts itself there).
-LAKEHOUSE = str(MEDALLION.venv / "bin" / "lakehouse")
+LAKEHOUSE = str(Path(sys.executable).with_name("lakehouse"))
 
 
 def run_lakehouse(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:

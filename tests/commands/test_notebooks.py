@@ -7,7 +7,8 @@ import time
 import yaml
 
 from shared import PROJECT_ROOT
-from tests.conftest import TEST_SETTINGS
+from shared.config_layers import apply_override
+from tests.conftest import COMMAND_JVMS, TEST_SETTINGS
 
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
@@ -17,14 +18,9 @@ def test_every_notebook_runs_top_to_bottom(broker_overrides, tmp_path, monkeypat
     import nbformat
     from nbclient import NotebookClient
 
-    settings = {}
-    for item in (*broker_overrides, *TEST_SETTINGS, f"storage.root={tmp_path / 'lakehouse'}"):
-        key, value = item.split("=", 1)
-        *parents, leaf = key.split(".")
-        node = settings
-        for parent in parents:
-            node = node.setdefault(parent, {})
-        node[leaf] = yaml.safe_load(value)
+    settings: dict = {}
+    for item in (*broker_overrides, *TEST_SETTINGS, COMMAND_JVMS, f"storage.root={tmp_path / 'lakehouse'}"):
+        apply_override(settings, item)
     layer = tmp_path / "notebooks.yaml"
     layer.write_text(yaml.safe_dump(settings))
     monkeypatch.setenv("LAKEHOUSE_CONFIG", str(layer))  # the kernels inherit it
