@@ -63,14 +63,6 @@ TEST_SETTINGS = ("spark.ui_enabled=false", "quality.max_clock_skew=87600 hours",
                  f"operational.mode={'real-time' if real_time_available() else 'micro-batch'}")
 
 
-#: What the commands a test starts add to their Spark drivers' JVMs (`config_overrides`, their --set values):
-#: C1's compiled code only. Such a JVM lives seconds to a few minutes on a handful of clicks, where C2's
-#: compiling costs more CPU than its faster code wins back: a backfill's JVM took 26 CPU-s instead of 48,
-#: and 2 cores are the suite's limit (CONTRIBUTING.md, "What the suite costs"). The run's own session, which
-#: lives as long as the run, keeps C2; README's walk and the demo run as shipped.
-COMMAND_JVMS = "spark.conf.spark.driver.extraJavaOptions=-XX:TieredStopAtLevel=1"
-
-
 def make_config(*overrides: str) -> Config:
     """The embedded default with test-friendly settings, plus `overrides`."""
     return load_config(overrides=[*TEST_SETTINGS, "spark.log_level=ERROR", *overrides])
@@ -124,7 +116,6 @@ def config_overrides(broker_overrides, config) -> list[str]:
         f"kafka.topics.alerts={config.kafka.topics.alerts}",
         f"storage.root={config.storage.root}",
         *TEST_SETTINGS,
-        COMMAND_JVMS,
     ]
 
 
