@@ -9,7 +9,6 @@ A test's tier is its folder, and CI lets no test skip: tests/tiers.py.
 from __future__ import annotations
 
 import random
-import signal
 import socket
 import uuid
 from pathlib import Path
@@ -17,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from shared.config import Config, load_config
+from shared.processes import stop_signals_interrupt
 from shared.runtime import real_time_available
 from tests.tiers import (pytest_collection_modifyitems, pytest_runtest_makereport,  # noqa: F401 (hooks)
                          pytest_runtest_protocol)
@@ -24,9 +24,9 @@ from tests.tiers import (pytest_collection_modifyitems, pytest_runtest_makerepor
 
 def pytest_configure(config):
     """A run stopped with SIGTERM (a service manager, CI's timeout, `kill`) ends as one stopped with
-    Ctrl-C: the running test's `finally` blocks and every fixture's teardown run, so the clusters,
-    brokers and commands the tests started end with it instead of outliving it."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    Ctrl-C, as a command does (`stop_signals_interrupt`): the running test's `finally` blocks and every
+    fixture's teardown run, so the clusters, brokers and commands the tests started end with it."""
+    stop_signals_interrupt()
 
 
 #: The ports free_port has handed out in this process: two servers of one run never get the same one.

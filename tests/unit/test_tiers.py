@@ -38,9 +38,10 @@ def test_the_junit_report_gives_each_test_the_core_seconds_the_machine_was_busy_
         "import time\n\ndef test_spins():\n    end = time.process_time() + 0.5\n    while time.process_time() < end:\n"
         "        pass\n\ndef test_fails():\n    assert False\n")
     report = tmp_path / "report.xml"
-    subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
-                    f"--junitxml={report}", str(tmp_path / "test_work.py")], cwd=PROJECT_ROOT, capture_output=True,
-                   timeout=120)
+    result = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.tiers", "-p", "no:cacheprovider",
+                             f"--junitxml={report}", str(tmp_path / "test_work.py")], cwd=PROJECT_ROOT,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1, result.stdout[-2000:]  # the one failing test, nothing else
     from tests.durations import read_junit
 
     spins, fails = read_junit([report])
