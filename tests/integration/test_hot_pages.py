@@ -7,10 +7,12 @@ Each test drives the real query with processAllAvailable() and reads the alerts 
 import json
 import re
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 
 from operational import hot_pages
+from shared.alerts import ALERTING_QUERY
 from shared.alerts_topic import latest_alerts
 from shared.query_progress import progress_dict
 from tests.contract_oracle import alert_id
@@ -153,3 +155,20 @@ def test_a_restart_from_the_checkpoint_loses_no_alert_and_keeps_counts(fast_conf
     again = run_fast_path()
     again.processAllAvailable()
     assert len(read_to_end(fast_config.kafka, fast_config.kafka.topics.alerts)) == len(counts)  # nothing replayed twice
+
+
+def test_a_start_killed_before_its_first_batch_was_logged_does_not_block_the_next_one(fast_config, run_fast_path):
+    """What a kill -9 while the query plans its first batch leaves (seen on the object store): the
+    state's schema and metadata folders, a schema file half written, and no batch in offsets/."""
+    state = Path(fast_config.checkpoint(ALERTING_QUERY)) / "state" / "0"
+    (state / "0" / "_metadata").mkdir(parents=True)
+    (state / "_metadata").mkdir()
+    (state / "_stateSchema" / "default").mkdir(parents=True)
+    (state / "_stateSchema" / "default" / ".0_killed.tmp").write_bytes(b"\x00\x01")
+    (state.parent.parent / "offsets").mkdir()
+
+    query = run_fast_path()
+    send(fast_config, *(click(f"k{n}", "/k", f"10:00:0{n}") for n in range(1, 5)))
+    query.processAllAvailable()
+
+    assert {(page, a.click_count) for (page, _), a in alerts(fast_config).items()} == {("/k", 4)}
