@@ -29,13 +29,16 @@ junit     = $(if $(JUNIT_DIR),--junitxml=$(JUNIT_DIR)/$(1).xml)
 JDK_BIN  := $(if $(JAVA_HOME),$(JAVA_HOME)/bin/,$(dir $(realpath $(shell command -v java))))
 OPERATORS_SRC := $(wildcard operational/jvm/lakehouse/operational/*.java)
 OPERATORS_JAR := $(JARS)/fast/lakehouse-operational.jar
+# The embedded broker's first start formats its storage in the broker's own JVM (lakehouse/services/jvm)
+BROKER_SRC := $(wildcard lakehouse/services/jvm/lakehouse/services/*.java)
+BROKER_JAR := $(JARS)/broker/lakehouse-broker.jar
 
 .PHONY: help setup prerequisites test test-all test-unit test-spark test-integration test-commands test-faults test-deployment demo clean clean-run
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written-both $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(BROKER_JAR) $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written-both $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m lakehouse.prerequisites
@@ -87,6 +90,12 @@ $(JARS)/broker/.resolved: pom.xml
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
 	@touch $@
 
+$(BROKER_JAR): $(BROKER_SRC) $(JARS)/broker/.resolved
+	@echo "setup: the embedded broker's format-then-run class ($(BROKER_SRC)) compiled into $@"
+	@rm -rf $(JARS)/broker-classes && mkdir -p $(JARS)/broker-classes
+	@$(JDK_BIN)javac --release 17 -Xlint:all,-path -Werror -d $(JARS)/broker-classes -cp "$(JARS)/broker/*" $(BROKER_SRC)
+	@$(JDK_BIN)jar --create --file $@.tmp -C $(JARS)/broker-classes . && mv $@.tmp $@
+
 $(JARS)/s3proxy/.resolved: pom.xml
 	@echo "setup: the S3Proxy object store's jars with Maven into $(JARS)/s3proxy"
 	@rm -rf $(JARS)/s3proxy && mkdir -p $(JARS)/s3proxy
@@ -102,16 +111,21 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
-# The fast path's runtime runs its tests (tests/realtime: mostly waiting for real-time batches to end) beside
-# the medallion's, its output shown when both are done; whatever ends the one ends the other.
-FAST_TESTS := $(filter integration faults,$(TIERS))
+# The fast path's runtime runs its tests (tests/realtime) beside the medallion's, its output shown when both are
+# done; whatever ends the one ends the other. With the deployment tier, its pytest then runs the benchmarks'
+# tests too: they drive the product only through `lakehouse bench` (no Spark in the test's process), and fill
+# the core the medallion's in-process integration tests leave idle (one Spark job at a time). Not more: the
+# deployment suite's other commands beside the medallion's own commands tier starve `run`'s niced medallion
+# (CONTRIBUTING.md, "What the suite costs").
+SECOND_LANE := tests/deployment/test_benchmarks.py
+FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
 	@status=0; fast=; fast_log=$$(mktemp); \
 	trap '[ -z "$$fast" ] || kill $$fast 2>/dev/null; rm -f "$$fast_log"' EXIT; trap 'exit 130' INT TERM; \
-	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
-	$(BIN)/pytest -m "$(MARKERS)" $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
-	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
+	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime $(SECOND_LANE) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
+	$(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
+	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the benchmarks' tests in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status
 
 test-all:  ## every tier, one pytest process per runtime: what CI runs

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import secrets
-import subprocess
 import time
 import uuid
 from dataclasses import dataclass
@@ -27,12 +26,15 @@ from pydantic import SecretStr
 
 from shared import PROJECT_ROOT
 from shared.config import Config, KafkaConfig
-from shared.errors import ConfigError, LakehouseError
+from shared.errors import ConfigError, LakehouseError, MissingDependencyError
 from shared.jvm import JARS_DIR, jars, java_executable
 from lakehouse.services.daemon import Daemon, free_port, require_free_ports
 from lakehouse.services.tls import authority_in, write_private
 
 _LOG4J = PROJECT_ROOT / "conf" / "broker-log4j2.properties"
+#: The class that formats a new broker's storage and then runs it, and its jar (`make setup`).
+_FORMAT_THEN_RUN = "lakehouse.services.FormatThenRun"
+_FORMAT_THEN_RUN_JAR = "lakehouse-broker.jar"
 _JVM_OPTIONS = ["-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true"]
 #: The broker's own SCRAM user (its listener's inter-broker side); never a client's.
 BROKER_USER = "lakehouse-broker"
@@ -100,10 +102,10 @@ class EmbeddedBroker:
         jars("broker")  # a clear error when set-up has not run
         self.run_dir.mkdir(parents=True, exist_ok=True)
         self._write_properties()
-        if not (self.data_dir / "meta.properties").exists():
-            self._format(java)
-        self._log(f"starting the Kafka broker on {self.bootstrap} ({self.protocol}; log: {self.log_file})")
         command = [*self._java_command(java), "kafka.Kafka", str(self.properties)]
+        if not (self.data_dir / "meta.properties").exists():
+            command = self._formatting_first(command)
+        self._log(f"starting the Kafka broker on {self.bootstrap} ({self.protocol}; log: {self.log_file})")
         pid = self._daemon.start(command, die_with_caller=die_with_caller)
         try:
             self._wait_until_answering(pid)
@@ -161,9 +163,13 @@ class EmbeddedBroker:
         marker = self.run_dir / "protocol"
         return marker.read_text().strip() if marker.exists() else "PLAINTEXT"
 
+    @property
+    def _broker_password_file(self) -> Path:
+        return self.tls_dir / "broker-user.secret"
+
     def _broker_password(self) -> str:
         """The broker's own SCRAM password: made once, kept in a file only its owner reads."""
-        path = self.tls_dir / "broker-user.secret"
+        path = self._broker_password_file
         if not path.exists():
             self.tls_dir.mkdir(parents=True, exist_ok=True)
             write_private(path, secrets.token_urlsafe(32).encode())
@@ -213,30 +219,20 @@ class EmbeddedBroker:
             str(JARS_DIR / "broker" / "*"),
         ]
 
-    def _format(self, java: str) -> None:
+    def _formatting_first(self, command: list[str]) -> list[str]:
+        """`command` (a broker's start) made to format the storage first, in the same JVM
+        (lakehouse/services/jvm: `FormatThenRun`, which `make setup` compiles into .jars/broker)."""
+        if not (JARS_DIR / "broker" / _FORMAT_THEN_RUN_JAR).is_file():
+            raise MissingDependencyError(f"no {_FORMAT_THEN_RUN_JAR} in {JARS_DIR / 'broker'}: run `make setup`")
         cluster_id = _new_cluster_id()
         self._log(f"formatting broker storage in {self.data_dir} (cluster id {cluster_id})")
-        command = [
-            *self._java_command(java),
-            "kafka.tools.StorageTool",
-            "format",
-            "--standalone",
-            "--ignore-formatted",
-            "--cluster-id",
-            cluster_id,
-            "--config",
-            str(self.properties),
-        ]
-        if self.sasl:  # the broker's own user must exist before its listener can log in to itself
-            mechanism = self.kafka.security.sasl_mechanism
-            command += ["--add-scram", f"{mechanism}=[name={BROKER_USER},password={self._broker_password()}]"]
-        result = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
-        if result.returncode != 0:
-            output = result.stdout + result.stderr
-            if self.sasl:  # the tool may echo its arguments
-                output = output.replace(self._broker_password(), "***")
-            raise BrokerError("formatting the broker storage failed:\n" + _tail(output.splitlines()))
+        main = command.index("kafka.Kafka")
+        command = [*command[:main], _FORMAT_THEN_RUN, *command[main:], cluster_id]
+        if self.sasl:  # the broker's own user must exist before its listener can log in to itself (its
+            # password file is written with server.properties)
+            command += [self.kafka.security.sasl_mechanism, BROKER_USER, str(self._broker_password_file)]
         (self.run_dir / "protocol").write_text(self.protocol + "\n")
+        return command
 
     def _controller_port(self) -> int:
         """The controller's port: kept from the first start (it is part of the formatted quorum)."""
@@ -316,10 +312,6 @@ class EmbeddedBroker:
             f"{self.settings.start_timeout_s:g} s (broker.start_timeout_s); its log ends with:\n"
             f"{self._daemon.log_tail()}"
         )
-
-
-def _tail(lines: list[str], count: int = 25) -> str:
-    return "\n".join("  " + line for line in lines[-count:])
 
 
 def _new_cluster_id() -> str:

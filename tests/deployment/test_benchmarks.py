@@ -90,7 +90,7 @@ def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
 
 
 def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):
-    report = bench(config_overrides, "memory", *LOAD, "--seconds", "10", "--configs", "tuned")
+    report = bench(config_overrides, "memory", *LOAD, "--seconds", "20", "--configs", "tuned")
 
     assert report["config"] == "tuned" and report["valid"] is True
     assert report["samples"] and all(sample["jvm_rss_mb"] for sample in report["samples"][1:])

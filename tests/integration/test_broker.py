@@ -109,6 +109,22 @@ def test_a_broker_that_cannot_start_reports_its_log(tmp_path):
     assert broker.status().running is False
 
 
+def test_a_storage_that_cannot_be_formatted_is_reported_in_the_formats_words(tmp_path):
+    """The first start formats the storage in the broker's own JVM: a format that fails ends that JVM,
+    and what it said reaches the user."""
+    config = make_config(f"broker.run_dir={tmp_path}", f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
+                         "broker.heap_mb=128", "broker.start_timeout_s=60")
+    broker = EmbeddedBroker(config, log=lambda message: None)
+    broker.run_dir.mkdir(parents=True, exist_ok=True)
+    broker.data_dir.write_text("a file where the data folder goes\n")
+
+    with pytest.raises(BrokerError) as error:
+        broker.start()
+
+    assert "formatting the broker storage failed" in str(error.value), error.value
+    assert broker.status().running is False
+
+
 def test_topics_get_the_configured_partitions_and_timestamp_type(broker_overrides):
     config = make_config(*broker_overrides, "kafka.partitions=3")
     name = f"topic-{os.getpid()}-{free_port()}"
