@@ -15,6 +15,8 @@ NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
 
 
 def test_every_notebook_runs_top_to_bottom(broker_overrides, tmp_path, monkeypatch):
+    """Its time: four notebooks, each in a kernel of its own whose Spark JVM starts there (the fast path's
+    stream, a backfill, the questions, the checks), run cell by cell as a reader runs them."""
     import nbformat
     from nbclient import NotebookClient
 
