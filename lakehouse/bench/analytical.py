@@ -40,6 +40,7 @@ from shared import spark_internals
 from lakehouse.bench.linux_process import cpu_seconds, process_memory_mb
 from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
+from shared.runtime import MEDALLION, command_in
 from shared.progress import Progress, echo as _progress
 
 BLOCKS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
@@ -265,7 +266,8 @@ def _generate(settings: list[str], block: int, events: int, span_s: float) -> No
 
 def _child(settings: list[str], progress: Progress, command: str = "run") -> dict[str, Any]:
     with progress.paused():  # the child shows each layer's progress on the same stderr
-        done = subprocess.run([sys.executable, "-m", "lakehouse.bench.analytical", command, *settings],
+        # Delta's: in the medallion's runtime whichever interpreter runs the benchmark
+        done = subprocess.run(command_in(MEDALLION, "lakehouse.bench.analytical", command, *settings),
                               stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"a backfill's {command} failed (exit {done.returncode}); its stderr is above")
