@@ -105,6 +105,7 @@ class EmbeddedBroker:
         command = [*self._java_command(java), "kafka.Kafka", str(self.properties)]
         if not (self.data_dir / "meta.properties").exists():
             command = self._formatting_first(command)
+            (self.run_dir / "protocol").write_text(self.protocol + "\n")
         self._log(f"starting the Kafka broker on {self.bootstrap} ({self.protocol}; log: {self.log_file})")
         pid = self._daemon.start(command, die_with_caller=die_with_caller)
         try:
@@ -231,7 +232,6 @@ class EmbeddedBroker:
         if self.sasl:  # the broker's own user must exist before its listener can log in to itself (its
             # password file is written with server.properties)
             command += [self.kafka.security.sasl_mechanism, BROKER_USER, str(self._broker_password_file)]
-        (self.run_dir / "protocol").write_text(self.protocol + "\n")
         return command
 
     def _controller_port(self) -> int:

@@ -158,8 +158,8 @@ def test_a_restart_from_the_checkpoint_loses_no_alert_and_keeps_counts(fast_conf
 
 
 def test_a_start_killed_before_its_first_batch_was_logged_does_not_block_the_next_one(fast_config, run_fast_path):
-    """What a kill -9 while the query plans its first batch leaves (seen on the object store): the
-    state's schema and metadata folders, a schema file half written, and no batch in offsets/."""
+    """What a kill -9 while the query plans its first batch can leave: the state's schema and metadata
+    folders, a schema file half written, and no batch in offsets/."""
     state = Path(fast_config.checkpoint(ALERTING_QUERY)) / "state" / "0"
     (state / "0" / "_metadata").mkdir(parents=True)
     (state / "_metadata").mkdir()
