@@ -1,5 +1,9 @@
 # Two commands matter: `make demo` and `make test`. Both run `setup` first, which is idempotent
 # and takes about a second when nothing changed (stamp files track pyproject.toml and pom.xml).
+# Two jobs at a time: a first set-up installs one runtime's packages while Maven resolves jars, and writes
+# both runtimes' class archives side by side (each mostly one core's work). Maven's runs go one after the
+# other (order-only prerequisites): they share ~/.m2, which is not safe for concurrent downloads.
+MAKEFLAGS += --jobs=2
 
 PYTHON   ?= python3
 VENV     := .venv
@@ -38,32 +42,32 @@ BROKER_JAR := $(JARS)/broker/lakehouse-broker.jar
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(BROKER_JAR) $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written-both $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(BROKER_JAR) $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written-medallion $(JARS)/class-archive/.written-fast-path $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m lakehouse.prerequisites
 
-$(BIN)/.installed: pyproject.toml constraints.txt
+$(BIN)/.installed: pyproject.toml constraints.txt | prerequisites
 	@echo "setup: virtualenv and Python packages (first run downloads pyspark, ~1-2 min)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@$(BIN)/python -m pip install -q --upgrade pip > $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
 	@$(BIN)/python -m pip install -q -c constraints.txt -e '.[medallion,dev,notebooks,readers]' >> $(VENV)/pip.log 2>&1 || (cat $(VENV)/pip.log; exit 1)
 	@touch $@
 
-$(FAST_BIN)/.installed: pyproject.toml constraints-fast.txt
+$(FAST_BIN)/.installed: pyproject.toml constraints-fast.txt | prerequisites
 	@echo "setup: the fast path's virtualenv (pyspark 4.3 for real-time mode; first run ~1-2 min)"
 	@test -x $(FAST_BIN)/python || $(PYTHON) -m venv $(FAST_VENV)
 	@$(FAST_BIN)/python -m pip install -q --upgrade pip > $(FAST_VENV)/pip.log 2>&1 || (cat $(FAST_VENV)/pip.log; exit 1)
 	@$(FAST_BIN)/python -m pip install -q -c constraints-fast.txt -e '.[fast-path,dev]' >> $(FAST_VENV)/pip.log 2>&1 || (cat $(FAST_VENV)/pip.log; exit 1)
 	@touch $@
 
-$(JARS)/spark/.resolved: pom.xml
+$(JARS)/spark/.resolved: pom.xml | prerequisites
 	@echo "setup: Spark's jars (Kafka connector, Delta, S3A) with Maven into $(JARS)/spark"
 	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
 	@$(MVN) $(MVN_ARGS)$(JARS)/spark -P spark
 	@touch $@
 
-$(JARS)/fast/.resolved: pom.xml
+$(JARS)/fast/.resolved: pom.xml | $(JARS)/spark/.resolved
 	@echo "setup: the fast path's Spark jars (Kafka connector, S3A) with Maven into $(JARS)/fast"
 	@rm -rf $(JARS)/fast && mkdir -p $(JARS)/fast
 	@$(MVN) $(MVN_ARGS)$(JARS)/fast -P fast
@@ -78,13 +82,17 @@ $(OPERATORS_JAR): $(OPERATORS_SRC) $(JARS)/fast/.resolved $(FAST_BIN)/.installed
 		-cp "$$($(FAST_BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $(OPERATORS_SRC)
 	@$(JDK_BIN)jar --create --file $@.tmp -C $(JARS)/operator-classes . && mv $@.tmp $@  # a running JVM keeps the old one
 
-$(JARS)/class-archive/.written-both: $(BIN)/.installed $(JARS)/spark/.resolved $(FAST_BIN)/.installed $(OPERATORS_JAR)
-	@echo "setup: each runtime's Spark JVM class-data archive (about 40 s each, once; every command then starts ~8 s sooner)"
+$(JARS)/class-archive/.written-medallion: $(BIN)/.installed $(JARS)/spark/.resolved
+	@echo "setup: the medallion runtime's Spark JVM class-data archive (about 40 s, once; every command then starts ~8 s sooner)"
 	@$(BIN)/python -m lakehouse.class_archive
+	@mkdir -p $(JARS)/class-archive && touch $@
+
+$(JARS)/class-archive/.written-fast-path: $(FAST_BIN)/.installed $(JARS)/fast/.resolved $(OPERATORS_JAR)
+	@echo "setup: the fast path runtime's Spark JVM class-data archive (about 40 s, once)"
 	@$(FAST_BIN)/python -m lakehouse.class_archive
 	@mkdir -p $(JARS)/class-archive && touch $@
 
-$(JARS)/broker/.resolved: pom.xml
+$(JARS)/broker/.resolved: pom.xml | $(JARS)/fast/.resolved
 	@echo "setup: the Kafka broker's jars with Maven into $(JARS)/broker"
 	@rm -rf $(JARS)/broker && mkdir -p $(JARS)/broker
 	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
@@ -96,7 +104,7 @@ $(BROKER_JAR): $(BROKER_SRC) $(JARS)/broker/.resolved
 	@$(JDK_BIN)javac --release 17 -Xlint:all,-path -Werror -d $(JARS)/broker-classes -cp "$(JARS)/broker/*" $(BROKER_SRC)
 	@$(JDK_BIN)jar --create --file $@.tmp -C $(JARS)/broker-classes . && mv $@.tmp $@
 
-$(JARS)/s3proxy/.resolved: pom.xml
+$(JARS)/s3proxy/.resolved: pom.xml | $(JARS)/broker/.resolved
 	@echo "setup: the S3Proxy object store's jars with Maven into $(JARS)/s3proxy"
 	@rm -rf $(JARS)/s3proxy && mkdir -p $(JARS)/s3proxy
 	@$(MVN) $(MVN_ARGS)$(JARS)/s3proxy -P s3proxy
