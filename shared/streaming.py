@@ -224,7 +224,7 @@ def supervise(
                     if on_status is not None:
                         on_status()
                     next_status = time.monotonic() + settings.status_interval_s
-                stop.event.wait(0.25)
+                _wait_for_a_change(running, stop.event, POLL_S)
         finally:
             if real_time_batch is None:
                 stop_between_batches(list(running.values()))
@@ -235,6 +235,20 @@ def supervise(
             if on_status is not None:
                 on_status()
     return totals
+
+
+def _wait_for_a_change(running: Mapping[str, Any], stop: threading.Event, seconds: float) -> None:
+    """Wait up to `seconds` for a stop request or, when one query runs (each stream of a backfill in
+    turn), for its end: the next stream then starts at once instead of up to a poll later."""
+    if len(running) != 1 or stop.is_set():
+        stop.wait(seconds)
+        return
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        next(iter(running.values())).awaitTermination(seconds)
+    except StreamingQueryException:  # it failed: supervise reads its exception on the next round
+        pass
 
 
 def await_stop(settings: Supervision, *, seconds: float | None, report: Callable[[str], None],
@@ -258,6 +272,8 @@ def await_stop(settings: Supervision, *, seconds: float | None, report: Callable
                 on_status()
 
 
+#: How long `supervise` waits between its looks at the queries, in seconds (a signal is noticed within it).
+POLL_S = 0.25
 #: How often `supervise` calls its `on_tick`, in seconds.
 TICK_S = 1.0
 #: How long a clean stop waits for the queries to finish the micro-batches they are in.

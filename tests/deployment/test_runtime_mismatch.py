@@ -22,9 +22,10 @@ from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
 
 @pytest.fixture(scope="module")
 def medallion_cluster(cluster_settings):
-    """The medallion's cluster alone (Spark 4.1: 2 workers of 1 core), started for this module:
-    (its --set values, its master URL); the fast path's master in the settings does not run."""
-    settings = [*cluster_settings, "cluster.fast_path.enabled=false"]
+    """The medallion's cluster alone (Spark 4.1: a master and one worker; the refusal reads the master's
+    version), started for this module: (its --set values, its master URL); the fast path's master in the
+    settings does not run."""
+    settings = [*cluster_settings, "cluster.fast_path.enabled=false", "cluster.workers=1"]
     started = lakehouse_on_clusters("cluster", "start", settings=settings)
     assert started.returncode == 0, started.stderr
     yield settings, started.stdout.split()[0]

@@ -208,6 +208,9 @@ class FakeQuery:
     def exception(self) -> None:
         return None
 
+    def awaitTermination(self, timeout: float | None = None) -> bool:
+        return not self.isActive
+
     def stop(self) -> None:
         pass
 
