@@ -126,15 +126,12 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 # deployment suite's other commands beside the medallion's own commands tier starve `run`'s niced medallion
 # (CONTRIBUTING.md, "What the suite costs").
 SECOND_LANE := tests/deployment/test_benchmarks.py
-# The medallion's pytest decides when the run ends; the fast path's has time to spare, so it runs under
-# `nice`: it takes the cores the medallion's leaves idle instead of half of those it uses.
-SECOND_LANE_NICENESS := 10
 FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
 	@status=0; fast=; fast_log=$$(mktemp); \
 	trap '[ -z "$$fast" ] || kill $$fast 2>/dev/null; rm -f "$$fast_log"' EXIT; trap 'exit 130' INT TERM; \
-	$(if $(FAST_TESTS),nice -n $(SECOND_LANE_NICENESS) $(FAST_BIN)/pytest tests/realtime $(SECOND_LANE) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
+	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime $(SECOND_LANE) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
 	$(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
 	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the benchmarks' tests in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status
