@@ -16,8 +16,9 @@ TOOLS    := .tools
 MVN      ?= mvn
 MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
 PYTEST_ARGS ?=
-# The test tiers (tests/tiers.py), and those a `make test` runs: one pytest process per runtime runs them
-# all, so one broker, one SparkSession and one object store serve every tier (CI: TIERS="$(ALL_TIERS)").
+# The test tiers (tests/tiers.py), and those a `make test` runs: one pytest process runs them all, so one
+# broker, one SparkSession and one object store serve every tier (CI: TIERS="$(ALL_TIERS)"); two more run
+# beside it (below).
 ALL_TIERS := unit spark integration commands faults deployment
 TIERS    ?= unit spark integration
 # --junitxml=<dir>/<runtime>.xml for each runtime's pytest when set (CI compares them: tests/durations.py)
@@ -127,16 +128,25 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 # (CONTRIBUTING.md, "What the suite costs").
 SECOND_LANE := tests/deployment/test_benchmarks.py
 FAST_TESTS := $(filter integration faults deployment,$(TIERS))
+# A second pytest of the medallion's runtime runs these modules beside the first's unit, spark and other
+# integration tests: in-process streams and backfills keep about one core busy each (one Spark job at a
+# time), two keep both. The first's commands, crash and deployment tiers wait for both other pytests to end
+# (LAKEHOUSE_TESTS_AFTER_PIDS, tests/tiers.py), for the reason above.
+LANE := $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py tests/integration/test_quality.py) \
+        $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py)
+LANE := $(strip $(LANE))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
-	@status=0; fast=; fast_log=$$(mktemp); \
-	trap '[ -z "$$fast" ] || kill $$fast 2>/dev/null; rm -f "$$fast_log"' EXIT; trap 'exit 130' INT TERM; \
+	@status=0; fast=; lane=; fast_log=$$(mktemp); lane_log=$$(mktemp); \
+	trap 'for pid in $$fast $$lane; do kill $$pid 2>/dev/null; done; rm -f "$$fast_log" "$$lane_log"' EXIT; trap 'exit 130' INT TERM; \
 	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime $(SECOND_LANE) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
-	$(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
+	$(if $(LANE),$(BIN)/pytest $(LANE) -m "$(MARKERS)" $(call junit,medallion-2) $(PYTEST_ARGS) > "$$lane_log" 2>&1 & lane=$$!;) \
+	LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" $(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(addprefix --ignore=,$(LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
+	$(if $(LANE),wait $$lane || status=$$?; lane=; echo "== $(LANE) in a second pytest of the medallion's runtime"; cat "$$lane_log";) \
 	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the benchmarks' tests in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status
 
-test-all:  ## every tier, one pytest process per runtime: what CI runs
+test-all:  ## every tier: what CI runs
 	@$(MAKE) --no-print-directory test TIERS="$(ALL_TIERS)"
 
 test-unit:  ## the unit tier: pure Python, no JVM, under a minute

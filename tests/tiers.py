@@ -9,6 +9,7 @@ conftest re-exports these hooks.
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,11 @@ _TESTS = Path(__file__).parent
 
 #: The order one pytest process runs the tiers in (`make test TIERS=...`): the quickest to fail first.
 ORDER = ("unit", "spark", "integration", "commands", "faults", "deployment")
+#: The pids of the pytest processes `make test` runs beside this one (the fast path's, and the second of the
+#: medallion's runtime). The tiers whose tests start `run` wait for them to end before their first test:
+#: `run`'s medallion runs under nice 19, and a pytest beside it would take its cores.
+AFTER_PIDS = "LAKEHOUSE_TESTS_AFTER_PIDS"
+AFTER_THE_LANES = ("commands", "faults", "deployment")
 
 
 def pytest_collection_modifyitems(items):
@@ -50,8 +56,39 @@ def busy_core_seconds() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
 
 
+def has_ended(pid: int) -> bool:
+    """Whether process `pid` has ended; one that ended but that its parent has not yet reaped has (a
+    zombie: make's shell reaps the lane only once this pytest ends)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    except OSError:  # no /proc here: ask the kernel whether the pid is still taken
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def wait_until_ended(pid: int, every_s: float = 0.5) -> None:
+    while not has_ended(pid):
+        time.sleep(every_s)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    lanes = [int(pid) for pid in os.environ.get(AFTER_PIDS, "").split()]
+    if lanes and tier_of(item) in AFTER_THE_LANES:
+        del os.environ[AFTER_PIDS]  # once, and not for the commands the tests start
+        running = [pid for pid in lanes if not has_ended(pid)]
+        reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+        if running and reporter:
+            reporter.write_line(f"the {tier_of(item)} tier waits for the pytest beside it to end (pid "
+                                f"{', '.join(map(str, running))})")
+        for pid in running:
+            wait_until_ended(pid)  # before the test's clock and busy cores start
     item.busy_at_start = busy_core_seconds()
     yield
 

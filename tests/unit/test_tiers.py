@@ -1,15 +1,19 @@
-"""The tiers hold: a unit test cannot start a JVM, and where CI forbids skips a skip fails."""
+"""The tiers hold: a unit test cannot start a JVM, where CI forbids skips a skip fails, and the tiers that
+start `run` wait for the integration lane beside them to end."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
+from pathlib import Path
 
 import pytest
 
 from shared import PROJECT_ROOT
 from shared.jvm import java_executable
+from tests.tiers import has_ended, wait_until_ended
 
 
 def test_a_unit_test_that_starts_a_jvm_is_stopped_with_where_it_belongs():
@@ -47,3 +51,20 @@ def test_the_junit_report_gives_each_test_the_core_seconds_the_machine_was_busy_
     spins, fails = read_junit([report])
     assert spins.busy_core_s is not None and spins.busy_core_s >= 0.4  # it kept a core busy for 0.5 s
     assert fails.busy_core_s is not None  # a failed test's too
+
+
+def test_the_lane_has_ended_once_it_exits_though_its_parent_has_not_reaped_it():
+    lane = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        waiter = threading.Thread(target=wait_until_ended, args=(lane.pid, 0.01), daemon=True)
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive(), "the wait ended while the lane still ran"
+        lane.stdin.close()  # the lane exits; nobody reaps it yet, as make's shell does not while pytest runs
+        waiter.join(30)
+        assert not waiter.is_alive(), "the wait outlived the lane"
+        assert Path(f"/proc/{lane.pid}").exists(), "the lane was reaped: the case of a zombie was not tried"
+    finally:
+        lane.kill()
+        lane.wait()
+    assert has_ended(lane.pid)
