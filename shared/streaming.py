@@ -227,7 +227,7 @@ def supervise(
                 _wait_for_a_change(running, stop.event, POLL_S)
         finally:
             if real_time_batch is None:
-                stop_between_batches(list(running.values()))
+                stop_between_batches(list(running.values()), report=report)
             else:
                 end_with_running_batch(running, real_time_batch.total_seconds() + BATCH_COMMIT_S, report, stop.again)
             for name, query in running.items():
@@ -280,14 +280,16 @@ TICK_S = 1.0
 BATCH_END_WAIT_S = 60.0
 
 
-def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -> None:
+def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
+                         report: Callable[[str], None] | None = None) -> None:
     """Stop each query as soon as it is between micro-batches, all within `wait_s`.
 
     `stop()` interrupts the batch in flight, and Spark logs what the interruption broke at ERROR
     (`WriteToDataSourceV2Exec: ... is aborting`, `TorrentBroadcast: Store broadcast ... fail`),
     although nothing is lost: the batch runs again from the checkpoint. A query whose trigger
     starts the next batch at once (the fast path's `0 seconds`) is seldom between batches while
-    data keeps coming: after `wait_s` the ones left are stopped where they are."""
+    data keeps coming, nor is a medallion that cannot keep up: after `wait_s` the ones left are stopped
+    where they are, and `report` names them."""
     deadline = time.monotonic() + wait_s
     waiting = [query for query in queries if query.isActive]
     while waiting and time.monotonic() < deadline:
@@ -296,6 +298,10 @@ def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S) -
                 query.stop()
                 waiting.remove(query)
         time.sleep(0.01)
+    if waiting and report is not None:
+        report(f"[{', '.join(query.name or str(query.id) for query in waiting)}] still in a batch after {wait_s:g} s: "
+               "stopped in it (nothing is lost: a restart runs that batch again; Spark may log the cut-short "
+               "write as an error)")
     for query in waiting:
         query.stop()
 

@@ -411,3 +411,27 @@ def test_a_restart_whose_start_fails_is_tried_again_after_the_backoff_until_max_
             (_ for _ in ()).throw(LakehouseError("no Kafka broker answers at 127.0.0.1:9092 (Connection refused)")))},
             settings, seconds=None, report=said.append, status_lines=False)
     assert len(starts) == 4, "the first start and three restarts"
+
+
+class BusyQuery:
+    """A query that is always in a batch (its trigger starts the next one as one ends), or never."""
+
+    def __init__(self, name: str, in_a_batch: bool) -> None:
+        self.name, self.id, self.stopped = name, f"id-{name}", False
+        self.status = {"isTriggerActive": in_a_batch}
+
+    @property
+    def isActive(self) -> bool:
+        return not self.stopped
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def test_a_stop_that_finds_a_query_in_a_batch_all_along_stops_it_there_and_says_so():
+    busy, idle = BusyQuery("silver_clicks", in_a_batch=True), BusyQuery("gold_page_clicks_5s", in_a_batch=False)
+    lines: list[str] = []
+    streaming.stop_between_batches([busy, idle], wait_s=0.05, report=lines.append)
+    assert busy.stopped and idle.stopped
+    assert lines == ["[silver_clicks] still in a batch after 0.05 s: stopped in it (nothing is lost: a restart runs "
+                     "that batch again; Spark may log the cut-short write as an error)"]
