@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import alive
+
 TIERS = {"unit": "unit", "spark": "spark", "integration": "integration", "realtime": "integration",
          "commands": "commands", "faults": "faults", "deployment": "deployment"}
 _TESTS = Path(__file__).parent
@@ -56,24 +58,10 @@ def busy_core_seconds() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # all but idle and iowait
 
 
-def has_ended(pid: int) -> bool:
-    """Whether process `pid` has ended; one that ended but that its parent has not yet reaped has (a
-    zombie: make's shell reaps the lane only once this pytest ends)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    except OSError:  # no /proc here: ask the kernel whether the pid is still taken
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-def wait_until_ended(pid: int, every_s: float = 0.5) -> None:
-    while not has_ended(pid):
+def wait_until_ended(pids: set[int], every_s: float = 0.5) -> None:
+    """Wait for `pids` to end; one that ended but that its parent has not reaped has (make's shell reaps
+    a lane only once this pytest ends)."""
+    while alive(pids):
         time.sleep(every_s)
 
 
@@ -82,13 +70,12 @@ def pytest_runtest_protocol(item, nextitem):
     lanes = [int(pid) for pid in os.environ.get(AFTER_PIDS, "").split()]
     if lanes and tier_of(item) in AFTER_THE_LANES:
         del os.environ[AFTER_PIDS]  # once, and not for the commands the tests start
-        running = [pid for pid in lanes if not has_ended(pid)]
+        running = alive(set(lanes))
         reporter = item.config.pluginmanager.get_plugin("terminalreporter")
         if running and reporter:
             reporter.write_line(f"the {tier_of(item)} tier waits for the pytest beside it to end (pid "
-                                f"{', '.join(map(str, running))})")
-        for pid in running:
-            wait_until_ended(pid)  # before the test's clock and busy cores start
+                                f"{', '.join(map(str, sorted(running)))})")
+        wait_until_ended(running)  # before the test's clock and busy cores start
     item.busy_at_start = busy_core_seconds()
     yield
 

@@ -13,7 +13,8 @@ import pytest
 
 from shared import PROJECT_ROOT
 from shared.jvm import java_executable
-from tests.tiers import has_ended, wait_until_ended
+from tests.processes import alive
+from tests.tiers import wait_until_ended
 
 
 def test_a_unit_test_that_starts_a_jvm_is_stopped_with_where_it_belongs():
@@ -53,13 +54,12 @@ def test_the_junit_report_gives_each_test_the_core_seconds_the_machine_was_busy_
     assert fails.busy_core_s is not None  # a failed test's too
 
 
-def test_the_lane_has_ended_once_it_exits_though_its_parent_has_not_reaped_it():
+def test_the_tiers_after_the_lanes_wait_until_a_lane_has_exited_though_its_parent_has_not_reaped_it():
     lane = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
-        waiter = threading.Thread(target=wait_until_ended, args=(lane.pid, 0.01), daemon=True)
+        assert alive({lane.pid}) == {lane.pid}, "a running lane must be waited for"
+        waiter = threading.Thread(target=wait_until_ended, args=({lane.pid}, 0.01), daemon=True)
         waiter.start()
-        waiter.join(0.5)
-        assert waiter.is_alive(), "the wait ended while the lane still ran"
         lane.stdin.close()  # the lane exits; nobody reaps it yet, as make's shell does not while pytest runs
         waiter.join(30)
         assert not waiter.is_alive(), "the wait outlived the lane"
@@ -67,4 +67,3 @@ def test_the_lane_has_ended_once_it_exits_though_its_parent_has_not_reaped_it():
     finally:
         lane.kill()
         lane.wait()
-    assert has_ended(lane.pid)
