@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytical.quality import Suite
 from analytical.registry import TABLES
-from analytical.tables import Table, read_table
+from analytical.tables import NoCommitYet, Table, read_table
 from shared.config import Config
 from shared.progress import tracked
 from shared.storage import local_side
@@ -42,8 +42,11 @@ def project_dir(config: Config) -> Path:
 
 
 def check(spark: SparkSession, config: Config, report: Report,
-          tables: Sequence[Table] = TABLES) -> tuple[list[dict[str, Any]], str]:
-    """Validate every suite; (one row per expectation, the Data Docs index URL)."""
+          tables: Sequence[Table] = TABLES) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
+    """Validate every suite; (one row per expectation, the Data Docs index URL, why each suite that
+    was not validated was skipped: a table it reads has no commit yet).
+
+    A table with no commit is one a stream left before its first commit: the others are still checked."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -56,11 +59,16 @@ def check(spark: SparkSession, config: Config, report: Report,
     def read(table: str) -> DataFrame:
         return read_table(spark, config.storage.root, table)
 
-    rows = []
+    rows, skipped = [], {}
     for suite in tracked(suites(config, tables), "check", unit="suites", detail=lambda suite: suite.table):
-        frame = read(suite.table).transform(suite.derive)
-        if suite.table_view is not None:
-            frame = suite.table_view(frame, read)
+        try:
+            frame = read(suite.table).transform(suite.derive)
+            if suite.table_view is not None:
+                frame = suite.table_view(frame, read)
+        except NoCommitYet as uncommitted:
+            skipped[suite.table] = str(uncommitted)
+            report(f"[check] {suite.table}: skipped, {uncommitted}")
+            continue
         asset = _get_or_add(lambda: source.get_asset(suite.name), lambda: source.add_dataframe_asset(suite.name))
         batch = _get_or_add(lambda: asset.get_batch_definition(_WHOLE_TABLE),
                             lambda: asset.add_batch_definition_whole_dataframe(_WHOLE_TABLE))
@@ -80,7 +88,7 @@ def check(spark: SparkSession, config: Config, report: Report,
             frame.unpersist()
         for validation_result in result.run_results.values():
             rows += [_row(suite.table, outcome) for outcome in validation_result.results]
-    return rows, context.get_docs_sites_urls()[0]["site_url"]
+    return rows, context.get_docs_sites_urls()[0]["site_url"], skipped
 
 
 def _row(table: str, outcome) -> dict[str, Any]:

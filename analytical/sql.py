@@ -20,6 +20,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from analytical.delta_log import NO_COMMIT_YET, is_commit_or_checkpoint
 from shared.errors import LakehouseError, MissingDependencyError
 from shared.object_store import S3Access, S3Settings, bucket_and_key, is_s3
 from shared.storage import local_folder
@@ -37,11 +38,13 @@ def sql_name(table: str) -> str:
     return table.replace("/", ".")
 
 
-def tables_under(files: Any, base: str) -> list[str]:
-    """Every Delta table under the storage root (`base` in the pyarrow file system `files`), by its
-    path there (`gold/page_clicks_5s`): the product's tables as CONTRACT.md names them, found in the
-    store rather than imported from their modules (which would load pyspark: a second of the
-    command's time). Checkpoints and a rebuild's staging folder are not tables."""
+def tables_under(files: Any, base: str) -> tuple[list[str], list[str]]:
+    """The Delta tables under the storage root (`base` in the pyarrow file system `files`) by their
+    path there (`gold/page_clicks_5s`), and apart from them the folders whose `_delta_log` holds no
+    commit yet (a stream that failed before its first one): no reader can open those. The product's
+    tables as CONTRACT.md names them, found in the store rather than imported from their modules
+    (which would load pyspark: a second of the command's time). Checkpoints and a rebuild's staging
+    folder are not tables."""
     from pyarrow import fs
 
     def folders(path: str) -> list[str]:
@@ -51,7 +54,11 @@ def tables_under(files: Any, base: str) -> list[str]:
     layers = [layer for layer in folders(base) if not layer.startswith("_")]
     candidates = [f"{layer}/{table}" for layer in layers for table in folders(f"{base}/{layer}")]
     logs = files.get_file_info([f"{base}/{table}/_delta_log" for table in candidates])
-    return sorted(table for table, log in zip(candidates, logs) if log.type == fs.FileType.Directory)
+    with_log = [table for table, log in zip(candidates, logs) if log.type == fs.FileType.Directory]
+    committed = [table for table in with_log if any(
+        is_commit_or_checkpoint(entry.base_name)
+        for entry in files.get_file_info(fs.FileSelector(f"{base}/{table}/_delta_log")))]
+    return sorted(committed), sorted(set(with_log) - set(committed))
 
 
 class _Store:
@@ -98,7 +105,7 @@ def duckdb_spelling(sql: str, **tables: str) -> str:
 class SqlLake:
     """The tables under `root` (a local folder, or S3 with its `s3` settings) at one moment (`as_of`)
     or version (`versions`: per SQL name), ready for read-only SQL; a table not written yet is
-    simply not there."""
+    simply not there, and one whose log has no commit yet is named in `uncommitted` (`note()`)."""
 
     def __init__(self, root: str, as_of: datetime | None = None, versions: dict[str, int] | None = None,
                  s3: S3Settings | None = None):
@@ -114,7 +121,9 @@ class SqlLake:
         self.tables: dict[str, int] = {}  # SQL name -> the version registered
         versions = dict(versions or {})
         store = _Store(root, s3)
-        for table in tables_under(store.files, store.base):
+        committed, uncommitted = tables_under(store.files, store.base)
+        self.uncommitted = [sql_name(table) for table in uncommitted]
+        for table in committed:
             name = sql_name(table)
             uri, files = store.table(table)
             delta = DeltaTable(uri, storage_options=store.options)
@@ -125,11 +134,26 @@ class SqlLake:
             self._register(name, delta, files)
         if versions:
             raise SqlError(f"--version names no table of this lake: {', '.join(sorted(versions))} "
-                           f"(tables: {', '.join(self.tables) or 'none yet'})")
+                           f"(tables: {self._listed()})")
         self.connection.execute("SET TimeZone = 'UTC'")  # date_trunc to the UTC day, as Spark's session does
         # The registered tables are all a query may read: no file, URL or extension of its own.
         self.connection.execute("SET enable_external_access = false")
         self.connection.execute("SET lock_configuration = true")
+
+    def note(self) -> str | None:
+        """One line naming the tables left out for having no commit, or None when there are none."""
+        if not self.uncommitted:
+            return None
+        return f"left out: {', '.join(self.uncommitted)} ({NO_COMMIT_YET})"
+
+    def absent(self, name: str, otherwise: str) -> SqlError:
+        """The error for a table a question needs and this lake lacks (SQL name): that it has no commit
+        yet, when so, else `otherwise`."""
+        return SqlError(f"{name} has {NO_COMMIT_YET}" if name in self.uncommitted else otherwise)
+
+    def _listed(self) -> str:
+        listed = ", ".join(self.tables) or "none yet"
+        return f"{listed}; {', '.join(self.uncommitted)} with {NO_COMMIT_YET}" if self.uncommitted else listed
 
     def _register(self, name: str, delta: Any, files: Any) -> None:
         schema, table = name.split(".", 1)
@@ -158,7 +182,7 @@ class SqlLake:
             columns = [column[0] for column in result.description]
             rows = result.to_arrow_table().to_pylist()
         except duckdb.CatalogException as missing:
-            raise SqlError(f"{_first_line(missing)} (tables: {', '.join(self.tables) or 'none yet'})") from None
+            raise SqlError(f"{_first_line(missing)} (tables: {self._listed()})") from None
         except duckdb.Error as failed:
             raise SqlError(_first_line(failed)) from None
         return columns, [{key: _text(value) for key, value in row.items()} for row in rows]

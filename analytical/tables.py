@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import StructField, StructType, TimestampType
 
+from analytical.delta_log import NO_COMMIT_YET, is_commit_or_checkpoint
 from analytical.quality import Suite, metrics_name, passing, with_expectations
 from shared.config import Config, ExpectationPolicy
 from shared.errors import LakehouseError
@@ -157,13 +158,21 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
 
 
+class NoCommitYet(LakehouseError):
+    """A table whose folder and log exist without a commit (analytical.delta_log): no reader can open it."""
+
+
 def read_table(spark: SparkSession, root: str, table: Table | str, as_of: str | None = None) -> DataFrame:
     """A table as a batch DataFrame, at a version or timestamp (`as_of`) when given.
 
-    A missing table is a LakehouseError that says which backfill fills it.
+    A missing table is a LakehouseError that says which backfill fills it; one with no commit yet, one
+    that says so.
     """
     path = table_path(root, table)
     if not is_delta_table(spark, path):
+        file_system, log = hadoop_file_system(spark, f"{path.rstrip('/')}/_delta_log")
+        if file_system.exists(log):
+            raise NoCommitYet(f"the Delta table {table} at {path} has {NO_COMMIT_YET}")
         raise LakehouseError(f"there is no Delta table {table} at {path}: run `{_FILLED_BY}` to build it")
     reader = spark.read.format("delta")
     if as_of is not None:
@@ -180,8 +189,7 @@ def is_delta_table(spark: SparkSession, path: str) -> bool:
     file_system, log = hadoop_file_system(spark, f"{path.rstrip('/')}/_delta_log")
     if not file_system.exists(log):
         return False
-    return any(status.getPath().getName().endswith((".json", ".parquet", "_last_checkpoint"))
-               for status in file_system.listStatus(log))
+    return any(is_commit_or_checkpoint(status.getPath().getName()) for status in file_system.listStatus(log))
 
 
 def delete_path(spark: SparkSession, path: str) -> None:

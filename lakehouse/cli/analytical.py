@@ -115,7 +115,7 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
 def cmd_status(config: Config, args: argparse.Namespace) -> int:
     from datetime import timedelta
 
-    from lakehouse.cli.questions import in_process_root
+    from lakehouse.cli.questions import in_process_root, open_lake
     from lakehouse.monitoring.stream_progress import SUMMARY_SQL, TABLE, table_location
     from lakehouse.monitoring.running_queries import activity_line, running_queries
 
@@ -125,11 +125,11 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
                              "`operational` or `analytical` run")
     root = in_process_root(config)
     if root is not None:  # DuckDB in this process: no JVM to start
-        from analytical.sql import SqlLake, duckdb_spelling, sql_name
+        from analytical.sql import duckdb_spelling, sql_name
 
-        lake = SqlLake(root, s3=config.storage.s3)
+        lake = open_lake(root, config)
         if sql_name(TABLE) not in lake.tables:
-            raise missing
+            raise lake.absent(sql_name(TABLE), str(missing))
         _, rows = lake.answer(duckdb_spelling(SUMMARY_SQL, progress=TABLE), {"since": since})
     else:
         from analytical import trends

@@ -216,10 +216,11 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
                 _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
 
             _say("\n== 6. the expectations (`lakehouse check`)")
-            results, docs = check(spark, config, _note)
+            results, docs, skipped = check(spark, config, _note)
             failed = [row for row in results if not row["success"]]
             _say(f"   {len(results) - len(failed)} of {len(results)} expectations passed"
-                 + (f"; failed: {', '.join(row['expectation'] for row in failed)}" if failed else ""))
+                 + (f"; failed: {', '.join(row['expectation'] for row in failed)}" if failed else "")
+                 + (f"; not checked, no commit yet: {', '.join(skipped)}" if skipped else ""))
 
             _say("\n== 7. the reconciliation of alerts against gold (`lakehouse reconcile`)")
             verdict = reconcile(spark, config)

@@ -14,7 +14,7 @@ def cmd_check(config: Config, args: argparse.Namespace) -> int:
     from shared.spark import spark_session
 
     spark = spark_session(config)
-    rows, docs = check(spark, config, say)
+    rows, docs, skipped = check(spark, config, say)
     failed = [row for row in rows if not row["success"]]
 
     def text() -> str:
@@ -32,8 +32,10 @@ def cmd_check(config: Config, args: argparse.Namespace) -> int:
                                           for row in failed], ["table", "expectation", "unexpected", "examples"])
 
     print_rows(rows, ["table", "expectation", "success", "unexpected", "examples", "error"], args.format,
-               document={"success": not failed, "expectations": rows, "dataDocs": docs}, text=text)
+               document={"success": not failed, "expectations": rows, "dataDocs": docs, "skipped": skipped}, text=text)
     say(f"Data Docs: {docs}")
+    if skipped:
+        say(f"not checked, no commit yet: {', '.join(skipped)}")
     if failed:
         say(f"{len(failed)} of {len(rows)} expectations failed")
     return 1 if failed else 0

@@ -8,7 +8,7 @@ from typing import Any
 
 from lakehouse.cli.common import instant, output_options, positive, print_rows, say, window_range_options
 from shared.config import Config
-from shared.errors import ConfigError, LakehouseError
+from shared.errors import ConfigError
 from shared.object_store import is_s3, require_reachable
 from shared.storage import local_folder
 
@@ -30,6 +30,18 @@ def in_process_root(config: Config) -> str | None:
     return config.storage.root if local is None else str(local)
 
 
+def open_lake(root: str, config: Config, **moment: Any) -> Any:
+    """The lake under `root` for DuckDB (`moment`: SqlLake's as_of and versions), having said in one
+    line which tables it leaves out for having no commit yet."""
+    from analytical.sql import SqlLake
+
+    lake = SqlLake(root, s3=config.storage.s3, **moment)
+    note = lake.note()
+    if note:
+        say(note)
+    return lake
+
+
 def _engine(config: Config, asked: str) -> str:
     if asked == "spark":
         return "spark"
@@ -49,15 +61,15 @@ def cmd_query(config: Config, args: argparse.Namespace) -> int:
     engine = _engine(config, args.engine)
     moment = f" as of {args.as_of}" if args.as_of else ""
     if engine == "duckdb":
-        from analytical.sql import SqlLake, sql_name
+        from analytical.sql import sql_name
 
         table = sql_name(trends.GOLD_PAGE_CLICKS_5S)
         as_of = None if args.as_of is None or args.as_of.isdigit() else instant(args.as_of)
         versions = {table: int(args.as_of)} if args.as_of and args.as_of.isdigit() else {}
-        lake = SqlLake(in_process_root(config), as_of=as_of, versions=versions, s3=config.storage.s3)
+        lake = open_lake(in_process_root(config), config, as_of=as_of, versions=versions)
         if table not in lake.tables:
-            raise LakehouseError(f"there is no Delta table {trends.GOLD_PAGE_CLICKS_5S} under {config.storage.root}: "
-                                 "run `lakehouse analytical --available-now` to build it")
+            raise lake.absent(table, f"there is no Delta table {trends.GOLD_PAGE_CLICKS_5S} under "
+                              f"{config.storage.root}: run `lakehouse analytical --available-now` to build it")
         columns, rows = trends.on_duckdb(lake, args.question, args.start, args.end, **values)
         say(f"{len(rows)} rows from {trends.GOLD_PAGE_CLICKS_5S} version {lake.tables[table]}{moment} "
             "(DuckDB, in this process)")
@@ -84,13 +96,11 @@ def _version(text: str) -> tuple[str, int]:
 
 
 def cmd_sql(config: Config, args: argparse.Namespace) -> int:
-    from analytical.sql import SqlLake
-
     root = in_process_root(config)
     if root is None:
         raise ConfigError(f"lakehouse sql reads a local folder or S3 (storage.root: {config.storage.root}) and needs "
                           "the readers extra (`make setup`, or pip install -e '.[readers]')")
-    lake = SqlLake(root, as_of=args.as_of, versions=dict(args.version or []), s3=config.storage.s3)
+    lake = open_lake(root, config, as_of=args.as_of, versions=dict(args.version or []))
     columns, rows = lake.answer(args.query)
     moment = f" as of {args.as_of.isoformat()}" if args.as_of else ""
     say(f"{len(rows)} rows (DuckDB over {', '.join(f'{name}@v{version}' for name, version in lake.tables.items())}"
