@@ -13,6 +13,7 @@ live tables; a rebuild points the target at a staging root first.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
@@ -28,7 +29,7 @@ from shared.progress import Progress
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.storage import checkpoint_location
 from shared.query_progress import RunningTotals
-from shared.streaming import Stream, supervise
+from shared.streaming import StopRequest, Stream, supervise
 
 Report = Callable[[str], None]
 
@@ -84,27 +85,36 @@ def run_continuously(spark: SparkSession, config: Config, seconds: float | None,
 
 
 def backfill(spark: SparkSession, config: Config, report: Report, streams: Sequence[Stream] = STREAMS,
-             source_root: str | None = None, target_root: str | None = None) -> list[LayerRun]:
+             source_root: str | None = None, target_root: str | None = None,
+             stop: StopRequest | None = None) -> list[LayerRun]:
     """Each stream in turn with Trigger.AvailableNow: everything there is now, then stop.
 
-    Each shows its rows read so far as a Progress (instead of supervise's status lines)."""
+    One stop (SIGINT/SIGTERM, or `stop`: the caller's) ends the whole backfill: the running stream
+    between its batches (a second stop: at once), and no later stream starts; the next backfill goes
+    on from the checkpoints. Each shows its rows read so far as a Progress (instead of supervise's
+    status lines)."""
     runs = []
-    for stream in streams:
-        started = time.monotonic()
-        with Progress(f"[{stream.name}]", unit="rows") as progress:
-            totals = supervise(
-                {stream.name: _starter(spark, config, stream, available_now=True,
-                                       source_root=source_root, target_root=target_root)},
-                config.analytical, seconds=None, report=report, status_lines=not progress.shown,
-                on_tick=lambda by_name: _show(progress, by_name[stream.name]),
-            )[stream.name]
-            _show(progress, totals)
-        run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
-                       totals.batches, totals.dropped_by_watermark, totals.invalid,
-                       {name: count for name, count in totals.expectations.items() if count},
-                       dict(totals.durations_ms))
-        report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
-        runs.append(run)
+    with StopRequest() if stop is None else nullcontext(stop) as stop:
+        for position, stream in enumerate(streams):
+            if stop.event.is_set():
+                report(f"stop requested: {', '.join(later.name for later in streams[position:])} not run "
+                       "(the next backfill runs them)")
+                break
+            started = time.monotonic()
+            with Progress(f"[{stream.name}]", unit="rows") as progress:
+                totals = supervise(
+                    {stream.name: _starter(spark, config, stream, available_now=True,
+                                           source_root=source_root, target_root=target_root)},
+                    config.analytical, seconds=None, report=report, status_lines=not progress.shown,
+                    on_tick=lambda by_name: _show(progress, by_name[stream.name]), stop=stop,
+                )[stream.name]
+                _show(progress, totals)
+            run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
+                           totals.batches, totals.dropped_by_watermark, totals.invalid,
+                           {name: count for name, count in totals.expectations.items() if count},
+                           dict(totals.durations_ms))
+            report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
+            runs.append(run)
     return runs
 
 
@@ -117,8 +127,9 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
     table sees the old version or the rebuilt one, never a half-built one. A stream is published
     before the next one is built, because the next one's new checkpoint must follow the live table
     it reads (a Delta stream is tied to one table): silver, then gold/page_clicks_5s, then the
-    hourly table from the 5-second table's changes. The streams must not run meanwhile; if a
-    rebuild is interrupted, run it again.
+    hourly table from the 5-second table's changes. The streams must not run meanwhile. A stop
+    (SIGINT/SIGTERM) publishes nothing more: the stream being built is left unpublished; run the
+    rebuild again to finish.
     """
     live = config.storage.root
     staging = config.path("_rebuild")
@@ -129,11 +140,16 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
     delete_path(spark, staging)
     rebuilt = [stream for stream in streams if stream.layer != "bronze"]
     runs = []
-    for built, stream in enumerate(rebuilt, start=1):
-        runs += backfill(spark, config, report, [stream], source_root=live, target_root=staging)
-        _publish(spark, [stream], staging, live, report)
-        for later in rebuilt[built:]:  # they followed a table just replaced
-            delete_path(spark, checkpoint_location(live, later.name))
+    with StopRequest() as stop:
+        for built, stream in enumerate(rebuilt, start=1):
+            runs += backfill(spark, config, report, [stream], source_root=live, target_root=staging, stop=stop)
+            if stop.event.is_set():  # its staged build may be partial: the live table stays as it was
+                report(f"[rebuild] stop requested: {stream.name}'s tables not published, the live ones unchanged "
+                       "from there on; run `lakehouse rebuild` again to finish")
+                return runs
+            _publish(spark, [stream], staging, live, report)
+            for later in rebuilt[built:]:  # they followed a table just replaced
+                delete_path(spark, checkpoint_location(live, later.name))
     delete_path(spark, staging)
     return runs
 

@@ -15,7 +15,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, Literal, Protocol
@@ -130,6 +130,7 @@ def supervise(
     until: Callable[[], bool] | None = None,
     on_tick: Callable[[dict[str, RunningTotals]], None] | None = None,
     real_time_batch: timedelta | None = None,
+    stop: StopRequest | None = None,
 ) -> dict[str, RunningTotals]:
     """Run the queries `starters` start (name -> start function, which may return a `Stage`) side by side.
 
@@ -145,7 +146,9 @@ def supervise(
     `on_tick`: called with the totals every TICK_S, for a live view finer than the status lines.
     `real_time_batch`: the queries run in real-time mode with this checkpoint interval: a stop lets
     the running batch end and commit (`end_with_running_batch`), so a restart replays nothing; a
-    micro-batch query is stopped between batches (`stop_between_batches`).
+    micro-batch query is stopped between batches (`stop_between_batches`); a second signal stops them now.
+    `stop`: the caller's StopRequest, when one stop must end several calls (each layer of a backfill);
+    else one of its own.
     """
     totals = {name: RunningTotals() for name in starters}
     changed_rows = ChangedRows(report)
@@ -174,7 +177,7 @@ def supervise(
                f"from its checkpoint in {backoff:g} s")
         restart_at[name] = time.monotonic() + backoff
 
-    with StopRequest() as stop:
+    with StopRequest() if stop is None else nullcontext(stop) as stop:
         try:
             for name, start in starters.items():
                 launch(name, start)
@@ -227,7 +230,7 @@ def supervise(
                 _wait_for_a_change(running, stop.event, POLL_S)
         finally:
             if real_time_batch is None:
-                stop_between_batches(list(running.values()), report=report)
+                stop_between_batches(list(running.values()), report=report, hurry=stop.again)
             else:
                 end_with_running_batch(running, real_time_batch.total_seconds() + BATCH_COMMIT_S, report, stop.again)
             for name, query in running.items():
@@ -281,8 +284,9 @@ BATCH_END_WAIT_S = 60.0
 
 
 def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
-                         report: Callable[[str], None] | None = None) -> None:
-    """Stop each query as soon as it is between micro-batches, all within `wait_s`.
+                         report: Callable[[str], None] | None = None, hurry: threading.Event | None = None) -> None:
+    """Stop each query as soon as it is between micro-batches, all within `wait_s`, or at once when
+    `hurry` is set (a second Ctrl-C).
 
     `stop()` interrupts the batch in flight, and Spark logs what the interruption broke at ERROR
     (`WriteToDataSourceV2Exec: ... is aborting`, `TorrentBroadcast: Store broadcast ... fail`),
@@ -292,18 +296,24 @@ def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
     where they are, and `report` names them."""
     deadline = time.monotonic() + wait_s
     waiting = [query for query in queries if query.isActive]
-    while waiting and time.monotonic() < deadline:
+    if waiting and hurry is not None and report is not None:
+        report(f"[{_names(waiting)}] stopping between batches (within {wait_s:g} s); stop again to stop now")
+    while waiting and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
         for query in list(waiting):
             if not query.isActive or not query.status.get("isTriggerActive"):
                 query.stop()
                 waiting.remove(query)
         time.sleep(0.01)
     if waiting and report is not None:
-        report(f"[{', '.join(query.name or str(query.id) for query in waiting)}] still in a batch after {wait_s:g} s: "
-               "stopped in it (nothing is lost: a restart runs that batch again; Spark may log the cut-short "
-               "write as an error)")
+        why = "stopped again" if hurry is not None and hurry.is_set() else f"still in a batch after {wait_s:g} s"
+        report(f"[{_names(waiting)}] {why}: stopped in the running batch (nothing is lost: a restart runs that "
+               "batch again; Spark may log the cut-short write as an error)")
     for query in waiting:
         query.stop()
+
+
+def _names(queries: list[Any]) -> str:
+    return ", ".join(query.name or str(query.id) for query in queries)
 
 
 #: How long a real-time batch may take to commit once its checkpoint interval is over (its state's

@@ -231,7 +231,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "rebuild", parents=[common, output_options("one row per layer")], help="recompute silver and gold from bronze, from scratch",
         description="Rebuild silver/clicks, silver/quarantine and both gold tables from bronze/clicks with fresh "
         "checkpoints, in a staging folder, then publish each table in one commit: readers never see a half-built "
-        "table. Stop the analytical streams first; if a rebuild is interrupted, run it again.",
+        "table. Stop the analytical streams first. SIGINT/SIGTERM stop it before the next table is published (the "
+        "live tables stay as they were from there on); run it again to finish.",
     ).set_defaults(handler=cmd_rebuild)
 
     maintain = commands.add_parser(

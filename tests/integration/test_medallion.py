@@ -9,7 +9,9 @@ plain Spark SQL that does not go through the code under test.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import time
 from pathlib import Path
 
@@ -25,7 +27,7 @@ from analytical.gold_page_clicks_hourly import TABLE as GOLD_PAGE_CLICKS_HOURLY
 from analytical.registry import STREAMS, TABLES
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
-from analytical.tables import Table, read_table
+from analytical.tables import Table, is_delta_table, read_table
 from shared.query_progress import ProgressSummary
 from tests.examples import gold_page_clicks_1m
 from tests.helpers import click, send
@@ -199,6 +201,31 @@ def test_a_backfill_after_downtime_takes_everything_and_a_second_one_adds_nothin
     again = backfill(spark, lake)
     assert again == dict.fromkeys(again, 0)
     assert versions(spark, lake) == before
+
+
+def stop_when(said: str):
+    """A report that sends this process SIGTERM (as a service manager's stop would) once a line says `said`."""
+    def report(line: str) -> None:
+        if said in line:
+            os.kill(os.getpid(), signal.SIGTERM)
+    return report
+
+
+def test_a_stop_ends_a_backfill_at_its_running_layer_and_a_stopped_rebuild_publishes_nothing(spark, lake):
+    send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)), click("b0", "/b", "10:00:01.000"))
+
+    stopped = pipeline.backfill(spark, lake, report=stop_when("[bronze_clicks] started"))
+    assert [run.name for run in stopped] == ["bronze_clicks"], "a layer started after the stop"
+    assert not is_delta_table(spark, SILVER_CLICKS.path(lake.storage.root))
+
+    assert backfill(spark, lake)["gold_page_clicks_5s"] == 5  # the next backfill goes on from the checkpoints
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 4, ("/b", "10:00:00"): 1}
+    before = versions(spark, lake)
+
+    rebuilt = pipeline.rebuild(spark, lake, report=stop_when("[silver_clicks] started"))
+    assert [run.name for run in rebuilt] == ["silver_clicks"]
+    assert versions(spark, lake) == before, "a stopped rebuild published a table"
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 4, ("/b", "10:00:00"): 1}
 
 
 def test_closed_hours_sum_their_5_second_windows(spark, lake):

@@ -7,6 +7,8 @@ from __future__ import annotations
 import io
 import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -433,5 +435,18 @@ def test_a_stop_that_finds_a_query_in_a_batch_all_along_stops_it_there_and_says_
     lines: list[str] = []
     streaming.stop_between_batches([busy, idle], wait_s=0.05, report=lines.append)
     assert busy.stopped and idle.stopped
-    assert lines == ["[silver_clicks] still in a batch after 0.05 s: stopped in it (nothing is lost: a restart runs "
+    assert lines == ["[silver_clicks] still in a batch after 0.05 s: stopped in the running batch (nothing is lost: a "
+                     "restart runs that batch again; Spark may log the cut-short write as an error)"]
+
+
+def test_a_second_stop_stops_a_query_in_a_batch_at_once_instead_of_waiting_for_the_batch_end():
+    busy = BusyQuery("bronze_clicks", in_a_batch=True)
+    hurry = threading.Event()
+    lines: list[str] = []
+    threading.Timer(0.2, hurry.set).start()
+    started = time.monotonic()
+    streaming.stop_between_batches([busy], wait_s=20, report=lines.append, hurry=hurry)
+    assert busy.stopped and time.monotonic() - started < 10, "the second stop was not heard"
+    assert lines == ["[bronze_clicks] stopping between batches (within 20 s); stop again to stop now",
+                     "[bronze_clicks] stopped again: stopped in the running batch (nothing is lost: a restart runs "
                      "that batch again; Spark may log the cut-short write as an error)"]
