@@ -27,7 +27,7 @@ from typing import Any
 
 from shared.config import Config, write_for_child
 from shared.errors import LakehouseError
-from shared.processes import child_env
+from shared.processes import PARENT_STOP, PARENT_STOP_NOW, child_env
 from shared.runtime import FAST_PATH, MEDALLION, command_in
 from shared.streaming import BATCH_COMMIT_S, StopRequest
 
@@ -103,8 +103,9 @@ class PathProcess:
     @property
     def failed(self) -> str | None:
         """Its error when it ended with one (it prints `error: ...` last). Stopped while it was still
-        starting, before it took SIGTERM as a clean stop, it ends by the signal: not a failure."""
-        if self._process.poll() in (None, 0) or (self._stop_requested and self._process.poll() == -signal.SIGTERM):
+        starting, before it took a stop signal as a clean stop, it ends by the signal: not a failure."""
+        ended_by_a_stop = self._process.poll() in (-signal.SIGTERM, -PARENT_STOP, -PARENT_STOP_NOW)
+        if self._process.poll() in (None, 0) or (self._stop_requested and ended_by_a_stop):
             return None
         self._join()
         return self.last_error or f"{self.describe} exited with {self._process.returncode}"
@@ -115,23 +116,24 @@ class PathProcess:
         self._process.wait()
 
     def stop(self) -> None:
-        """SIGTERM: it stops its queries cleanly; SIGKILL only if it hangs (`stop_within_s`)."""
+        """Stop it cleanly (`request_stop`); SIGKILL only if it hangs (`stop_within_s`)."""
         self.request_stop()
         self.await_end(threading.Event())
 
-    def request_stop(self) -> None:
-        """SIGTERM, as Ctrl-C: the first stops it cleanly, a second one tells it to stop now."""
+    def request_stop(self, now: bool = False) -> None:
+        """PARENT_STOP: it stops its queries cleanly, even when the user's own stop reached it too
+        (a second SIGTERM would tell it to stop now); `now`: PARENT_STOP_NOW, it stops now."""
         if self._process.poll() is None:
             self._stop_requested = True
-            self._process.terminate()
+            self._process.send_signal(PARENT_STOP_NOW if now else PARENT_STOP)
 
     def await_end(self, hurry: threading.Event) -> None:
         """Wait for it to end after `request_stop`, at most `stop_within_s`; when `hurry` is set meanwhile
-        (a second Ctrl-C to this process), ask again once, which stops it now."""
+        (a second Ctrl-C to this process), ask it once to stop now."""
         deadline, hurried = time.monotonic() + self.stop_within_s, False
         while self._process.poll() is None and time.monotonic() < deadline:
             if hurry.is_set() and not hurried:
-                self.request_stop()
+                self.request_stop(now=True)
                 hurried = True
             try:
                 self._process.wait(timeout=0.25)
@@ -178,6 +180,7 @@ class ProgressRelay:
     def __init__(self) -> None:
         self._lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
+        self._undelivered = 0
 
     def attach(self, stdin) -> None:
         self._writer = threading.Thread(target=self._write, args=(stdin,), name="progress-relay", daemon=True)
@@ -189,6 +192,12 @@ class ProgressRelay:
     def end(self) -> None:
         self._lines.put(self._END)
 
+    def undelivered(self, wait_s: float = 10) -> int:
+        """The reports the medallion's process never got (it had ended), once the stream has ended."""
+        if self._writer is not None:
+            self._writer.join(timeout=wait_s)
+        return self._undelivered
+
     def _write(self, stdin) -> None:
         try:
             with stdin:
@@ -196,7 +205,9 @@ class ProgressRelay:
                     stdin.write(line + "\n")
                     stdin.flush()
         except (BrokenPipeError, OSError, ValueError):  # the medallion has ended: nothing records them now
-            pass
+            self._undelivered += 1
+            while self._lines.get() is not self._END:
+                self._undelivered += 1
 
 
 class MedallionProcess(PathProcess):
@@ -216,6 +227,23 @@ class MedallionProcess(PathProcess):
             records.attach(self._process.stdin)
 
 
+#: What `run` itself does once its children have ended: its last progress flush and the console's last view.
+RUN_OWN_STOP_S = 30.0
+
+
+def run_stop_within_s(checkpoint_interval: timedelta) -> float:
+    """The longest a clean stop of `lakehouse run` takes: its children stop side by side, the fast path's
+    running real-time batch ending at its checkpoint interval (`FastPathProcess`), then its own end. A
+    service manager's stop timeout must be longer, or it kills `run` in the middle of the stop.
+
+        >>> run_stop_within_s(timedelta(seconds=30))
+        240.0
+    """
+    slowest = max(checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s,
+                  PathProcess.stop_within_s)
+    return slowest + RUN_OWN_STOP_S
+
+
 class FastPathProcess(PathProcess):
     """`lakehouse operational --progress-json` in the fast path's runtime (real-time mode needs Spark
     4.3, which has no Delta): its progress reports reach `on_progress`, which records them."""
@@ -229,4 +257,4 @@ class FastPathProcess(PathProcess):
                                     f"--wait-for-broker={BROKER_WAIT_S:g}", *config_args), relay, on_progress,
                          on_progress_end)
         # a clean stop lets its running real-time batch end and commit (shared.streaming.end_with_running_batch)
-        self.stop_within_s = checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s
+        self.stop_within_s = run_stop_within_s(checkpoint_interval) - RUN_OWN_STOP_S

@@ -21,6 +21,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -55,6 +56,16 @@ def die_with_parent() -> None:
         os._exit(1)
 
 
+#: How a `lakehouse` command asks a `lakehouse` child of its own to stop: a first stop however many
+#: times it comes (the child may have had the user's SIGTERM or Ctrl-C too: systemd's control-group
+#: stop and a terminal's Ctrl-C reach every process at once, and a second SIGTERM means "stop now").
+PARENT_STOP = signal.SIGUSR1
+#: ... and to stop now, when the user stopped the parent a second time.
+PARENT_STOP_NOW = signal.SIGUSR2
+#: Every signal a command takes as a stop request.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, PARENT_STOP, PARENT_STOP_NOW)
+
+
 def stop_signals_interrupt() -> None:
     """SIGTERM interrupts as Ctrl-C does (KeyboardInterrupt) until a command listens for stop requests
     (`shared.streaming.StopRequest`): a stop that arrives while a command is still starting unwinds
@@ -62,7 +73,8 @@ def stop_signals_interrupt() -> None:
 
     Py4J logs an interrupted call to the JVM as an error with its traceback; here that is the stop
     the command asked for, and the command says so itself, so that record is dropped."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    for signum in (signal.SIGTERM, PARENT_STOP, PARENT_STOP_NOW):
+        signal.signal(signum, signal.default_int_handler)
     for name in ("", "py4j.clientserver", "py4j.java_gateway"):  # a logger's filter sees only its own records
         logging.getLogger(name).addFilter(_not_an_interrupted_jvm_call)
 
@@ -81,9 +93,10 @@ def _not_an_interrupted_jvm_call(record: logging.LogRecord) -> bool:
 
 
 @contextmanager
-def stops_deferred() -> Iterator[None]:
-    """A stop (SIGINT, SIGTERM) that arrives during the block takes effect as the block ends: a
-    KeyboardInterrupt then, as `stop_signals_interrupt` would have raised at once.
+def stops_deferred(instead: threading.Event | None = None) -> Iterator[None]:
+    """A stop (SIGINT, SIGTERM, PARENT_STOP) that arrives during the block takes effect as the block ends: a
+    KeyboardInterrupt then, as `stop_signals_interrupt` would have raised at once; or, given
+    `instead`, that event set (the caller still has work to finish before it stops).
 
     For a command's start-up work in the JVM (the Spark session's launch, a Delta table's first
     commit): a KeyboardInterrupt abandons the Py4J call but not the job behind it, which then fails
@@ -94,17 +107,19 @@ def stops_deferred() -> Iterator[None]:
     requested: list[int] = []
 
     def defer(signum: int, frame: Any) -> None:
-        if requested:
+        if signum == PARENT_STOP_NOW or (requested and signum != PARENT_STOP):
             raise KeyboardInterrupt
         requested.append(signum)
 
-    previous = {signum: signal.signal(signum, defer) for signum in (signal.SIGINT, signal.SIGTERM)}
+    previous = {signum: signal.signal(signum, defer) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-    if requested:
+    if requested and instead is not None:
+        instead.set()
+    elif requested:
         raise KeyboardInterrupt
 
 

@@ -11,6 +11,7 @@ nothing else in the project builds one.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -243,6 +244,11 @@ def _jvm_dying_with_this_process(noise: tuple[bytes, ...] = ()) -> Iterator[None
     A process that ends normally must still let the JVM run those hooks (they delete Spark's
     temporary folders): at exit it closes the JVM's stdin and waits for it, as PySpark's gateway
     expects, before the kernel's signal can cut it short.
+
+    The JVM ignores SIGINT and SIGTERM (PySpark's own launch ignores only SIGINT): a stop sent to
+    every process at once (a terminal's Ctrl-C to the group, systemd's control-group stop) reaches
+    this process, which stops its queries cleanly through the JVM and then lets it end; without
+    this, the JVM ran its shutdown hooks under the clean stop and took the session with it.
     """
     import atexit
     import threading
@@ -254,9 +260,16 @@ def _jvm_dying_with_this_process(noise: tuple[bytes, ...] = ()) -> Iterator[None
         return
     launch = java_gateway.Popen
 
-    def launch_dying_with_us(command, **kwargs):
+    def launch_dying_with_us(command, preexec_fn=None, **kwargs):
         global _launched_jvm
-        _launched_jvm = launch(dying_with_parent(command), stderr=subprocess.PIPE, **kwargs)
+
+        def deaf_to_stops() -> None:  # in the child, before exec: HotSpot keeps a stop signal ignored at its start
+            if preexec_fn is not None:
+                preexec_fn()
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(signum, signal.SIG_IGN)
+
+        _launched_jvm = launch(dying_with_parent(command), stderr=subprocess.PIPE, preexec_fn=deaf_to_stops, **kwargs)
         threading.Thread(target=_relay_stderr, args=(_launched_jvm.stderr, noise), name="jvm-stderr",
                          daemon=True).start()
         atexit.register(_let_the_jvm_exit, _launched_jvm)

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 
 from shared.config import Config, ExpectationPolicy, Supervision
 from shared.errors import LakehouseError
+from shared.processes import PARENT_STOP, PARENT_STOP_NOW, STOP_SIGNALS
 from shared.progress import ChangedRows
 from shared.query_progress import RunningTotals, status_line
 from shared.spark_internals import (jvm_root_log_level, mark_terminated, query_execution_thread,
@@ -87,7 +88,9 @@ class Stream:
 
 class StopRequest:
     """SIGINT / SIGTERM set a flag instead of raising, so the query can be stopped cleanly; a second
-    one sets `again`: stop now, without waiting for the running batch (`end_with_running_batch`)."""
+    one sets `again`: stop now, without waiting for the running batch (`end_with_running_batch`).
+    A parent command's PARENT_STOP is a first stop however often it comes, its PARENT_STOP_NOW a
+    second (shared.processes)."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
@@ -95,12 +98,14 @@ class StopRequest:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> "StopRequest":
-        for signum in (signal.SIGINT, signal.SIGTERM):
+        for signum in STOP_SIGNALS:
             self._previous[signum] = signal.signal(signum, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
-        (self.again if self.event.is_set() else self.event).set()
+        if signum == PARENT_STOP_NOW or (signum != PARENT_STOP and self.event.is_set()):
+            self.again.set()
+        self.event.set()
 
     def __exit__(self, *exc: Any) -> None:
         for signum, handler in self._previous.items():

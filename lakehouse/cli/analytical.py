@@ -23,12 +23,17 @@ def cmd_analytical(config: Config, args: argparse.Namespace) -> int:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
-    with monitored(config, "analytical", echo) as (spark, recorder):
+    # the fast path's reports relayed here must be recorded even when a stop came while this started
+    stopped_while_starting = threading.Event() if args.record_progress_from_stdin else None
+    with monitored(config, "analytical", echo, stopped_while_starting) as (spark, recorder):
         relayed = _record_relayed_progress(recorder) if args.record_progress_from_stdin else None
         say(f"medallion: {config.kafka.topics.clicks} -> bronze -> silver -> gold under {config.storage.root}")
         if not args.available_now:
-            pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
-                                      status_lines=not args.progress_json)
+            if stopped_while_starting is not None and stopped_while_starting.is_set():
+                say("stop requested while starting: no stream started; recording the relayed progress to its end")
+            else:
+                pipeline.run_continuously(spark, config, args.seconds, say, on_status=recorder.flush,
+                                          status_lines=not args.progress_json)
             if relayed is not None:  # the other process's last reports, before the last flush
                 relayed.join(timeout=RELAYED_PROGRESS_WAIT_S)
             return 0
@@ -87,6 +92,9 @@ def cmd_run(config: Config, args: argparse.Namespace) -> int:
                                      on_progress=view.show, records=relayed)]
 
         recording_children(config, args, both, records_here=False)
+        if lost := relayed.undelivered():
+            say(f"warning: {lost} progress reports of the fast path not recorded to ops/stream_progress: the "
+                "medallion's process, which records them, had ended")
         say("stopped; `lakehouse status` summarises the recorded progress")
         return 0
     with monitored(config, "operational") as (spark, recorder):

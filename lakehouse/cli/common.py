@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
@@ -83,13 +84,16 @@ def instant(text: str) -> datetime:
 
 
 @contextmanager
-def monitored(config: Config, application: str,
-              echo: Callable[[str], None] | None = None) -> Iterator[tuple[Any, Any]]:
+def monitored(config: Config, application: str, echo: Callable[[str], None] | None = None,
+              stopped_while_starting: threading.Event | None = None) -> Iterator[tuple[Any, Any]]:
     """The checkpoints of the path's queries (`application`: `operational` or `analytical`,
     lakehouse.catalog) held by this process, a SparkSession for the path, and while the block runs
     every query's progress recorded to ops/stream_progress (where the runtime has Delta; the fast
     path's parent records it otherwise), given to `echo` and served to Prometheus
-    (lakehouse.monitoring.metrics)."""
+    (lakehouse.monitoring.metrics).
+
+    A stop during the start ends the command (KeyboardInterrupt) as the start ends, unless
+    `stopped_while_starting` is given: then it is set and the block still runs, to record what it must."""
     from lakehouse.catalog import QUERIES_BY_PATH
     from shared.checkpoints import exclusive
     from shared.processes import stops_deferred
@@ -105,7 +109,7 @@ def monitored(config: Config, application: str,
     with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks, \
             ExitStack() as started:
         require_free_port(config.metrics, application)  # said before Spark takes seconds to start
-        with stops_deferred():  # a stop meanwhile ends the start between two JVM calls, not inside one
+        with stops_deferred(stopped_while_starting):  # a stop meanwhile ends the start between two JVM calls
             spark = spark_session(config, application=application)
             locks.record_jvm(jvm_pid(spark))
             facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
