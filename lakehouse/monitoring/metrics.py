@@ -60,6 +60,9 @@ LiveReadings = Callable[[], Mapping[str, ConsumerReading]]
 #: long GC pause) must not hold the scrape past Prometheus' timeout, which would read as the process
 #: being down; without the reading the lag is the broker's offsets minus the last batch's, and grows.
 LIVE_READING_WITHIN_S = 0.5
+#: A real-time batch ends every checkpoint interval; one not ended this many intervals after the last
+#: is overdue: its commit is not finishing.
+OVERDUE_AFTER_INTERVALS = 2
 #: The Unix time of the newest record on a topic, or None (empty, or the broker does not answer).
 NewestRecordTime = Callable[[str], float | None]
 
@@ -85,6 +88,8 @@ class QueryFacts:
     #: The topic it reads (followed live in real-time mode), and the one its alerts go to.
     source_topic: str | None = None
     alerts_topic: str | None = None
+    #: Real-time mode: how often a batch ends and commits (operational.real_time.checkpoint_interval).
+    batch_interval_s: float = 0.0
 
     @classmethod
     def of(cls, config: Config, stream: Stream) -> "QueryFacts":
@@ -100,7 +105,8 @@ class QueryFacts:
                    expectations=tuple(expectation.name for expectation in suite.on_write) if suite else (),
                    real_time=stream.layer == "operational" and config.operational.mode == "real-time",
                    source_topic=config.kafka.topics.clicks if stream.layer == "operational" else None,
-                   alerts_topic=config.kafka.topics.alerts if stream.layer == "operational" else None)
+                   alerts_topic=config.kafka.topics.alerts if stream.layer == "operational" else None,
+                   batch_interval_s=config.operational.real_time.checkpoint_interval.total_seconds())
 
 
 class QueryMetrics(Collector):
@@ -125,6 +131,7 @@ class QueryMetrics(Collector):
         self._watermark: dict[str, float] = {}  # query -> watermark, seconds since the epoch
         self._counted: dict[str, tuple[str, int]] = {}  # query -> (run id, batch id) last counted
         self._freshness: dict[str, WeightedHistogram] = {}  # query -> its clicks' freshness, when it observes them
+        self._last_batch_end: dict[str, float] = {}  # real-time query -> when its last batch ended (or it started)
         disable_created_metrics()  # no `_created` twin per counter: Prometheus 2 does not use them
         self.registry = registry = CollectorRegistry(auto_describe=True)
         registry.register(self)  # collected first: a scrape's live readings reach the counters it then reads
@@ -168,6 +175,8 @@ class QueryMetrics(Collector):
     def started(self, query: str, run_id: str = "") -> None:
         self.up.labels(query).set(1)
         self.last_progress.labels(query).set(self._clock())
+        with self._lock:
+            self._last_batch_end[query] = self._clock()
         for counter in (self.failures, self.batches, self.input_rows, self.late_dropped):
             counter.labels(query)  # at 0 until something is counted
         facts = self.facts.get(query)
@@ -192,6 +201,8 @@ class QueryMetrics(Collector):
 
     def terminated(self, query: str, run_id: str, error: str | None) -> None:
         self.up.labels(query).set(0)
+        with self._lock:
+            self._last_batch_end.pop(query, None)  # no batch is running to be overdue
         if error is not None:
             self.failures.labels(query).inc()
 
@@ -218,6 +229,7 @@ class QueryMetrics(Collector):
         seconds = summary.duration_ms / 1000
         self.batches.labels(query).inc()
         with self._lock:  # what the scrapes already counted of this batch while it ran
+            self._last_batch_end[query] = self._clock()
             counted_live = self._live_counted.get(query, {})
             already = counted_live.pop(summary.batch_id, 0)
             for earlier in [batch for batch in counted_live if batch < summary.batch_id]:
@@ -250,15 +262,20 @@ class QueryMetrics(Collector):
         yield self._freshness_family()
 
     def collect(self) -> Iterator[Any]:
-        delay, lag, reading, last_alert = self._live_families()
+        delay, lag, reading, last_alert, overdue = self._live_families()
         now = self._clock()
         with self._lock:
+            batch_ends = dict(self._last_batch_end)
             watermarks = dict(self._watermark)
             processed = {query: dict(offsets) for query, offsets in self._processed.items()}
             seen = {query: dict(offsets) for query, offsets in self._latest_seen.items()}
             running = {query: self._running_batch(query) for query in processed}
         for query, watermark in sorted(watermarks.items()):
             delay.add_metric([query], now - watermark)
+        for query, ended in sorted(batch_ends.items()):
+            facts = self.facts.get(query)
+            if facts and facts.real_time and facts.batch_interval_s:
+                overdue.add_metric([query], max(0.0, now - ended - OVERDUE_AFTER_INTERVALS * facts.batch_interval_s))
         followed = {query: facts for query, facts in self.facts.items() if facts.real_time}
         topics = {topic for offsets in processed.values() for topic, _ in offsets} | {
             topic for facts in followed.values() for topic in (facts.source_topic, facts.alerts_topic) if topic}
@@ -294,6 +311,7 @@ class QueryMetrics(Collector):
         yield lag
         yield reading
         yield last_alert
+        yield overdue
         freshness = self._freshness_family()
         with self._lock:
             for query, histogram in sorted(self._freshness.items()):
@@ -370,6 +388,10 @@ class QueryMetrics(Collector):
                               labels=["query"]),
             GaugeMetricFamily("lakehouse_last_alert_timestamp_seconds",
                               "Unix time of the newest record on the query's alerts topic, at scrape time",
+                              labels=["query"]),
+            GaugeMetricFamily("lakehouse_batch_end_overdue_seconds",
+                              "Real-time mode: seconds past two checkpoint intervals since the last batch ended; "
+                              "above 0, the running batch's commit is not finishing (the storage, a state upload)",
                               labels=["query"]),
         )
 

@@ -26,6 +26,7 @@ _COLUMNS = {
     "lakehouse_alerts_emitted_total": "alerts",
     "lakehouse_last_progress_timestamp_seconds": "lastProgress",
     "lakehouse_last_alert_timestamp_seconds": "lastAlert",
+    "lakehouse_batch_end_overdue_seconds": "batchEndOverdue",
 }
 
 
@@ -80,5 +81,8 @@ def activity_line(row: dict[str, Any]) -> str:
         parts.append(f"alerts {row['alerts']:,.0f}")
     if "secondsSinceAlert" in row:
         parts.append(f"last alert {row['secondsSinceAlert']:,.1f} s ago")
+    if row.get("batchEndOverdue"):
+        parts.append(f"BATCH END OVERDUE by {row['batchEndOverdue']:,.0f} s: its commit is not finishing (the "
+                     "storage or a state upload failing; Spark's log says why)")
     state = "running" if row.get("up") else "down"
     return f"[{row['query']}] {mode}, {state}: " + ", ".join(parts)

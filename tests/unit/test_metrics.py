@@ -331,3 +331,42 @@ def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_
     assert merged["hot_pages"] == {"queryName": "hot_pages", "batches": 1, "running": True, "lagNow": 180,
                                       "secondsSinceActivity": 3.0}
     assert merged["bronze_clicks"] == {"queryName": "bronze_clicks", "batches": 9, "running": False}
+
+
+def test_a_real_time_batch_not_ended_two_checkpoint_intervals_after_the_last_is_overdue_until_one_ends():
+    clock = [NOW]
+    facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
+                                     batch_interval_s=30)}
+    metrics = QueryMetrics(facts, clock=lambda: clock[0])
+    metrics.started("hot_pages")
+    clock[0] = NOW + 60  # two intervals: the first batch may still be committing
+    assert value(metrics, "lakehouse_batch_end_overdue_seconds", query="hot_pages") == 0
+    clock[0] = NOW + 75
+    assert value(metrics, "lakehouse_batch_end_overdue_seconds", query="hot_pages") == 15
+    metrics.progressed(ProgressSummary.of(progress(0)))  # it committed at last
+    clock[0] = NOW + 100
+    assert value(metrics, "lakehouse_batch_end_overdue_seconds", query="hot_pages") == 0
+    metrics.terminated("hot_pages", "r1", None)
+    clock[0] = NOW + 1000
+    assert value(metrics, "lakehouse_batch_end_overdue_seconds", query="hot_pages") is None
+
+
+def test_a_micro_batch_query_has_no_overdue_series():
+    metrics = QueryMetrics(FACTS, clock=lambda: NOW)
+    metrics.started("gold_page_clicks_5s")
+    assert not [key for key in samples(metrics) if key[0] == "lakehouse_batch_end_overdue_seconds"]
+
+
+def test_the_console_line_of_a_query_whose_batch_end_is_overdue_says_so():
+    from lakehouse.monitoring.running_queries import activity_line, query_rows
+
+    facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,
+                                     batch_interval_s=30)}
+    clock = [NOW]
+    metrics = QueryMetrics(facts, clock=lambda: clock[0])
+    metrics.started("hot_pages")
+    on_time = activity_line(query_rows(generate_latest(metrics.registry).decode(), now=NOW)[0])
+    clock[0] = NOW + 95
+    (late,) = query_rows(generate_latest(metrics.registry).decode(), now=NOW + 95)
+    assert "OVERDUE" not in on_time
+    assert late["batchEndOverdue"] == 35 and "BATCH END OVERDUE by 35 s: its commit is not finishing" in activity_line(late)
