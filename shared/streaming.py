@@ -11,7 +11,9 @@ The driver keeps no growing history: it reads only the query's bounded `recentPr
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -104,12 +106,34 @@ class StopRequest:
 
     def _handle(self, signum: int, frame: Any) -> None:
         if signum == PARENT_STOP_NOW or (signum != PARENT_STOP and self.event.is_set()):
+            if not self.again.is_set():
+                _exit_unless_ended_within(STOP_NOW_WITHIN_S)
             self.again.set()
         self.event.set()
 
     def __exit__(self, *exc: Any) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+
+
+#: How long a second stop ("stop now") may take before the process exits where it stands: a query
+#: whose write hangs on the storage may not answer Spark's own stop.
+STOP_NOW_WITHIN_S = 8.0
+
+
+def _exit_unless_ended_within(seconds: float) -> None:
+    """End the process after `seconds` unless it has ended by then. Its Spark JVM dies with it (it
+    is started to); nothing is lost, as after a crash: each query's next start runs the batch it was in."""
+
+    def exit_now() -> None:
+        sys.stderr.write(f"still stopping {seconds:g} s after the second stop: exiting now (the next start runs "
+                         "the batches cut short again)\n")
+        sys.stderr.flush()
+        os._exit(130)
+
+    timer = threading.Timer(seconds, exit_now)
+    timer.daemon = True  # a process that ends sooner is not held up by it
+    timer.start()
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,47 @@
+"""A real-time batch whose commit the storage holds up is loud: with the object store frozen (SIGSTOP:
+every request to it hangs, as on a server that never answers a state upload), no batch ends, and
+within two checkpoint intervals /metrics says by how much its end is overdue and the console's status
+line says BATCH END OVERDUE; once the store answers again, the batch commits and the line is quiet."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from prometheus_client import generate_latest
+
+from operational import hot_pages
+from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics
+from lakehouse.monitoring.running_queries import activity_line, query_rows
+from lakehouse.services.object_store import EmbeddedObjectStore
+from shared.query_progress import watching
+from tests.conftest import make_config
+from tests.helpers import wait_for
+
+
+def test_a_batch_end_the_storage_holds_up_is_overdue_on_metrics_and_the_console_until_it_commits(
+        real_time, spark, object_store, s3_root):
+    config, query = real_time("5 seconds", *object_store, f"storage.root={s3_root}")
+    metrics = QueryMetrics({"hot_pages": QueryFacts.of(config, hot_pages.STREAM)})
+
+    def console_line() -> str:
+        (row,) = query_rows(generate_latest(metrics.registry).decode())
+        return activity_line(row)
+
+    with watching(spark, metrics):
+        metrics.started("hot_pages", str(query.runId))
+        wait_for(lambda: query.recentProgress, 90, "the first batch's end")
+        assert "OVERDUE" not in console_line()
+        store = EmbeddedObjectStore(make_config(*object_store, f"storage.root={s3_root}"), log=lambda line: None)
+        pid = store.status().pid
+        ended = len(query.recentProgress)
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: "BATCH END OVERDUE" in console_line(), 60, "the console to say the batch end is overdue",
+                     every_s=0.5)
+            assert len(query.recentProgress) <= ended + 1, "batches kept ending with the store frozen"
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        wait_for(lambda: "OVERDUE" not in console_line() and len(query.recentProgress) > ended + 1, 180,
+                 "a batch end once the store answers again", every_s=0.5)
+        assert query.exception() is None
