@@ -5,6 +5,8 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from shared import PROJECT_ROOT
 from shared.streaming import STOP_NOW_WITHIN_S
@@ -22,11 +24,21 @@ with StopRequest() as stop:
 """
 
 
-def test_a_second_stop_ends_a_command_whose_stop_hangs_within_seconds():
+@contextmanager
+def listening() -> Iterator[subprocess.Popen]:
+    """The command above, once it listens for stops; killed at the end."""
     process = subprocess.Popen([sys.executable, "-c", HANGING_STOP], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout.readline() == "listening\n"
+        yield process
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_second_stop_ends_a_command_whose_stop_hangs_within_seconds():
+    with listening() as process:
         process.send_signal(signal.SIGTERM)
         assert process.stdout.readline() == "stopping\n"
         process.send_signal(signal.SIGTERM)
@@ -34,21 +46,12 @@ def test_a_second_stop_ends_a_command_whose_stop_hangs_within_seconds():
         code = process.wait(timeout=STOP_NOW_WITHIN_S + 20)
         assert time.monotonic() - second_stop < STOP_NOW_WITHIN_S + 2
         assert code == 130 and "exiting now" in process.stderr.read()
-    finally:
-        process.kill()
-        process.wait()
 
 
 def test_a_parent_asking_twice_to_stop_is_one_stop():
-    process = subprocess.Popen([sys.executable, "-c", HANGING_STOP], cwd=PROJECT_ROOT, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
-    try:
-        assert process.stdout.readline() == "listening\n"
+    with listening() as process:
         process.send_signal(signal.SIGUSR1)
         assert process.stdout.readline() == "stopping\n"
         process.send_signal(signal.SIGUSR1)  # systemd's SIGTERM reached it too: still the one clean stop
         time.sleep(STOP_NOW_WITHIN_S + 1)  # what would have ended it, had the second counted
         assert process.poll() is None
-    finally:
-        process.kill()
-        process.wait()
