@@ -21,6 +21,8 @@ from tests.helpers import wait_for
 
 def test_a_batch_end_the_storage_holds_up_is_overdue_on_metrics_and_the_console_until_it_commits(
         real_time, spark, object_store, s3_root):
+    """Its time: the query's start and first batch on the store, two checkpoint intervals of a frozen store,
+    then the held-up commit and one more batch end once it answers (100 s beside a full run)."""
     config, query = real_time("10 seconds", *object_store, f"storage.root={s3_root}")
     metrics = QueryMetrics({"hot_pages": QueryFacts.of(config, hot_pages.STREAM)})
 
