@@ -94,7 +94,7 @@ def test_every_alert_is_tested_firing_and_silent():
     firing = {case["alertname"] for case in cases if case.get("exp_alerts")}
     silent = {case["alertname"] for case in cases if not case.get("exp_alerts")}
 
-    assert len(alerts) == 12
+    assert len(alerts) == 13
     assert alerts - firing == set(), "alerts no test sees firing"
     assert alerts - silent == set(), "alerts no test sees silent on a healthy series"
     assert (firing | silent) - alerts == set(), "tests of alerts rules.yml does not have"
