@@ -133,7 +133,7 @@ FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 # time), two keep both. The first's commands, crash and deployment tiers wait for both other pytests to end
 # (LAKEHOUSE_TESTS_AFTER_PIDS, tests/tiers.py), for the reason above.
 LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py \
-        tests/integration/test_quality.py tests/integration/test_partial_lake.py) \
+        tests/integration/test_quality.py) \
         $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
