@@ -231,17 +231,21 @@ class MedallionProcess(PathProcess):
 RUN_OWN_STOP_S = 30.0
 
 
+def fast_path_stop_within_s(checkpoint_interval: timedelta) -> float:
+    """How long the fast path's clean stop may take: its running real-time batch ends at its checkpoint
+    interval and commits (shared.streaming.end_with_running_batch), then its process ends."""
+    return checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s
+
+
 def run_stop_within_s(checkpoint_interval: timedelta) -> float:
-    """The longest a clean stop of `lakehouse run` takes: its children stop side by side, the fast path's
-    running real-time batch ending at its checkpoint interval (`FastPathProcess`), then its own end. A
-    service manager's stop timeout must be longer, or it kills `run` in the middle of the stop.
+    """The longest a clean stop of `lakehouse run` takes: its children stop side by side, the fast path
+    last, then its own end. A service manager's stop timeout must be longer, or it kills `run` in the
+    middle of the stop.
 
         >>> run_stop_within_s(timedelta(seconds=30))
         240.0
     """
-    slowest = max(checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s,
-                  PathProcess.stop_within_s)
-    return slowest + RUN_OWN_STOP_S
+    return fast_path_stop_within_s(checkpoint_interval) + RUN_OWN_STOP_S
 
 
 class FastPathProcess(PathProcess):
@@ -256,5 +260,4 @@ class FastPathProcess(PathProcess):
         super().__init__(command_in(FAST_PATH, "lakehouse.cli", "operational", "--progress-json",
                                     f"--wait-for-broker={BROKER_WAIT_S:g}", *config_args), relay, on_progress,
                          on_progress_end)
-        # a clean stop lets its running real-time batch end and commit (shared.streaming.end_with_running_batch)
-        self.stop_within_s = run_stop_within_s(checkpoint_interval) - RUN_OWN_STOP_S
+        self.stop_within_s = fast_path_stop_within_s(checkpoint_interval)
