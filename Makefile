@@ -1,8 +1,7 @@
 # Two commands matter: `make demo` and `make test`. Both run `setup` first, which is idempotent
-# and takes about a second when nothing changed (stamp files track pyproject.toml and pom.xml).
-# Two jobs at a time: a first set-up installs one runtime's packages while Maven resolves jars, and writes
-# both runtimes' class archives side by side (each mostly one core's work). Maven's runs go one after the
-# other (order-only prerequisites): they share ~/.m2, which is not safe for concurrent downloads.
+# and takes about a second when nothing changed (stamp files track pyproject.toml and the poms).
+# Two jobs at a time: a first set-up installs one runtime's packages while Maven resolves jars (one run
+# for every folder), and writes both runtimes' class archives side by side (each mostly one core's work).
 MAKEFLAGS += --jobs=2
 
 PYTHON   ?= python3
@@ -14,7 +13,7 @@ FAST_BIN := $(FAST_VENV)/bin
 JARS     := .jars
 TOOLS    := .tools
 MVN      ?= mvn
-MVN_ARGS := -B -q -f pom.xml dependency:copy-dependencies -DoutputDirectory=
+JAR_POMS := pom.xml $(wildcard conf/jars/*.xml)
 PYTEST_ARGS ?=
 # The test tiers (tests/tiers.py), and those a `make test` runs: one pytest process runs them all, so one
 # broker, one SparkSession and one object store serve every tier (CI: TIERS="$(ALL_TIERS)"); two more run
@@ -43,7 +42,7 @@ BROKER_JAR := $(JARS)/broker/lakehouse-broker.jar
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/spark/.resolved $(JARS)/fast/.resolved $(OPERATORS_JAR) $(JARS)/broker/.resolved $(BROKER_JAR) $(JARS)/s3proxy/.resolved $(JARS)/class-archive/.written-medallion $(JARS)/class-archive/.written-fast-path $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/.resolved $(OPERATORS_JAR) $(BROKER_JAR) $(JARS)/class-archive/.written-medallion $(JARS)/class-archive/.written-fast-path $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m lakehouse.prerequisites
@@ -62,54 +61,38 @@ $(FAST_BIN)/.installed: pyproject.toml constraints-fast.txt | prerequisites
 	@$(FAST_BIN)/python -m pip install -q -c constraints-fast.txt -e '.[fast-path,dev]' >> $(FAST_VENV)/pip.log 2>&1 || (cat $(FAST_VENV)/pip.log; exit 1)
 	@touch $@
 
-$(JARS)/spark/.resolved: pom.xml | prerequisites
-	@echo "setup: Spark's jars (Kafka connector, Delta, S3A) with Maven into $(JARS)/spark"
-	@rm -rf $(JARS)/spark && mkdir -p $(JARS)/spark
-	@$(MVN) $(MVN_ARGS)$(JARS)/spark -P spark
-	@touch $@
-
-$(JARS)/fast/.resolved: pom.xml | $(JARS)/spark/.resolved
-	@echo "setup: the fast path's Spark jars (Kafka connector, S3A) with Maven into $(JARS)/fast"
-	@rm -rf $(JARS)/fast && mkdir -p $(JARS)/fast
-	@$(MVN) $(MVN_ARGS)$(JARS)/fast -P fast
+# Every folder of JVM jars in one Maven run (pom.xml's modules, conf/jars): each runtime's Spark jars (Kafka
+# connector, Delta, S3A), the broker's and the object store's classpaths. The compiled jars beside them stay.
+$(JARS)/.resolved: $(JAR_POMS) | prerequisites
+	@echo "setup: the JVM jars (both Sparks' Kafka connector, Delta and S3A; the broker; S3Proxy) with Maven into $(JARS)"
+	@rm -rf $(JARS)/spark $(JARS)/fast $(JARS)/broker $(JARS)/s3proxy
+	@$(MVN) -B -q -f pom.xml dependency:copy-dependencies
 	@touch $@
 
 # The fast path's JVM operator (operational/jvm), compiled against the fast runtime's own Spark jars:
 # no Spark 4.3.0 artifact resolves from Maven Central. It lands in $(JARS)/fast, which spark.jars ships.
-$(OPERATORS_JAR): $(OPERATORS_SRC) $(JARS)/fast/.resolved $(FAST_BIN)/.installed
+$(OPERATORS_JAR): $(OPERATORS_SRC) $(JARS)/.resolved $(FAST_BIN)/.installed
 	@echo "setup: the fast path's JVM operator ($(OPERATORS_SRC)) compiled into $@"
 	@rm -rf $(JARS)/operator-classes && mkdir -p $(JARS)/operator-classes
 	@$(JDK_BIN)javac --release 17 -Xlint:all,-path -Werror -d $(JARS)/operator-classes \
 		-cp "$$($(FAST_BIN)/python -c 'import os, pyspark; print(os.path.dirname(pyspark.__file__))')/jars/*" $(OPERATORS_SRC)
 	@$(JDK_BIN)jar --create --file $@.tmp -C $(JARS)/operator-classes . && mv $@.tmp $@  # a running JVM keeps the old one
 
-$(JARS)/class-archive/.written-medallion: $(BIN)/.installed $(JARS)/spark/.resolved
+$(JARS)/class-archive/.written-medallion: $(BIN)/.installed $(JARS)/.resolved
 	@echo "setup: the medallion runtime's Spark JVM class-data archive (about 40 s, once; every command then starts ~8 s sooner)"
 	@$(BIN)/python -m lakehouse.class_archive
 	@mkdir -p $(JARS)/class-archive && touch $@
 
-$(JARS)/class-archive/.written-fast-path: $(FAST_BIN)/.installed $(JARS)/fast/.resolved $(OPERATORS_JAR)
+$(JARS)/class-archive/.written-fast-path: $(FAST_BIN)/.installed $(JARS)/.resolved $(OPERATORS_JAR)
 	@echo "setup: the fast path runtime's Spark JVM class-data archive (about 40 s, once)"
 	@$(FAST_BIN)/python -m lakehouse.class_archive
 	@mkdir -p $(JARS)/class-archive && touch $@
 
-$(JARS)/broker/.resolved: pom.xml | $(JARS)/fast/.resolved
-	@echo "setup: the Kafka broker's jars with Maven into $(JARS)/broker"
-	@rm -rf $(JARS)/broker && mkdir -p $(JARS)/broker
-	@$(MVN) $(MVN_ARGS)$(JARS)/broker -P broker
-	@touch $@
-
-$(BROKER_JAR): $(BROKER_SRC) $(JARS)/broker/.resolved
+$(BROKER_JAR): $(BROKER_SRC) $(JARS)/.resolved
 	@echo "setup: the embedded broker's format-then-run class ($(BROKER_SRC)) compiled into $@"
 	@rm -rf $(JARS)/broker-classes && mkdir -p $(JARS)/broker-classes
 	@$(JDK_BIN)javac --release 17 -Xlint:all,-path -Werror -d $(JARS)/broker-classes -cp "$(JARS)/broker/*" $(BROKER_SRC)
 	@$(JDK_BIN)jar --create --file $@.tmp -C $(JARS)/broker-classes . && mv $@.tmp $@
-
-$(JARS)/s3proxy/.resolved: pom.xml | $(JARS)/broker/.resolved
-	@echo "setup: the S3Proxy object store's jars with Maven into $(JARS)/s3proxy"
-	@rm -rf $(JARS)/s3proxy && mkdir -p $(JARS)/s3proxy
-	@$(MVN) $(MVN_ARGS)$(JARS)/s3proxy -P s3proxy
-	@touch $@
 
 # Prometheus and promtool for the monitoring tests (conf/prometheus/): found on the PATH, or Debian's
 # package unpacked into $(TOOLS)/prometheus without root. Optional: where that cannot be done (no

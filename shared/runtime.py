@@ -32,7 +32,7 @@ class Runtime:
     name: str
     #: Its virtualenv; `LAKEHOUSE_<NAME>_PYTHON` names another interpreter (a cluster's image).
     venv: Path
-    #: `.jars/<jars>`: the folder `make setup` fills from pom.xml's profile of that name.
+    #: `.jars/<jars>`: the folder `make setup` fills from conf/jars/<jars>.xml (pom.xml's module of that name).
     jars: str
     #: Delta Lake is installed (the session gets Delta's extension and catalog).
     delta: bool
