@@ -71,7 +71,7 @@ def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
         f"medallion: not running (master {medallion_url})", f"fast-path: not running (master {fast_path_url})"]
 
 
-def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_message(cluster_settings):
+def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_message(cluster_settings, medallion_cluster):
     settings = [*cluster_settings, "cluster.workers=1", "cluster.fast_path.enabled=false"]
     with socket.socket() as squatter:
         master_port = make_config(*settings).cluster.master_port
@@ -87,13 +87,9 @@ def test_a_dead_worker_a_taken_port_and_a_missing_java_each_get_one_clear_messag
                             env={**os.environ, "JAVA_HOME": "/nonexistent", "PATH": "/usr/bin/none"})
     assert no_java.returncode == 2 and no_java.stderr.startswith("error: java was not found: install a JDK 17")
 
-    try:
-        started = _lakehouse("cluster", "start", settings=settings)
-        assert started.returncode == 0, started.stderr
-        cluster = StandaloneCluster(make_config(*settings), log=lambda message: None)
-        os.kill(cluster.workers[0].running_pid(), signal.SIGKILL)
-        status = _lakehouse("cluster", "status", settings=settings)
-        assert status.returncode == 1 and "worker 1: not running" in status.stdout
-    finally:
-        assert _lakehouse("cluster", "stop", settings=settings).returncode == 0
-    assert not command_lines_in(settings[0].split("=", 1)[1])
+    # a running cluster's worker killed: the shared one, whose stop (the fixture's end) must still end it all
+    running, _ = medallion_cluster
+    cluster = StandaloneCluster(make_config(*running), log=lambda message: None)
+    os.kill(cluster.workers[0].running_pid(), signal.SIGKILL)
+    status = _lakehouse("cluster", "status", settings=running)
+    assert status.returncode == 1 and "worker 1: not running" in status.stdout

@@ -10,27 +10,11 @@ import signal
 import subprocess
 import time
 
-import pytest
-
 from shared.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from shared.runtime import FAST_PATH, MEDALLION
 from tests.deployment.clusters import lakehouse_on_clusters
-from tests.processes import command_lines_in
 from tests.helpers import LAKEHOUSE, click, run_lakehouse, send, wait_for
-
-
-@pytest.fixture(scope="module")
-def medallion_cluster(cluster_settings):
-    """The medallion's cluster alone (Spark 4.1: a master and one worker; the refusal reads the master's
-    version), started for this module: (its --set values, its master URL); the fast path's master in the
-    settings does not run."""
-    settings = [*cluster_settings, "cluster.fast_path.enabled=false", "cluster.workers=1"]
-    started = lakehouse_on_clusters("cluster", "start", settings=settings)
-    assert started.returncode == 0, started.stderr
-    yield settings, started.stdout.split()[0]
-    assert lakehouse_on_clusters("cluster", "stop", settings=settings).returncode == 0
-    wait_for(lambda: not command_lines_in(cluster_settings[0].split("=", 1)[1]), 30, "every cluster process to end")
 
 
 def _timed(*args: str, settings: list[str]) -> tuple[subprocess.CompletedProcess, float]:
