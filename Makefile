@@ -103,6 +103,8 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
+# The pytest processes share one broker: the last one below starts it, the others wait for it, and it
+# stops it once they have ended (LAKEHOUSE_TESTS_BROKER, tests/conftest.py).
 # The fast path's runtime runs its tests (tests/realtime) beside the medallion's, its output shown when both are
 # done; whatever ends the one ends the other. With the deployment tier, its pytest then runs the benchmarks'
 # tests too: they drive the product only through `lakehouse bench` (no Spark in the test's process), and fill
@@ -121,10 +123,11 @@ LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_recon
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
 	@status=0; fast=; lane=; fast_log=$$(mktemp); lane_log=$$(mktemp); \
-	trap 'for pid in $$fast $$lane; do kill $$pid 2>/dev/null; done; rm -f "$$fast_log" "$$lane_log"' EXIT; trap 'exit 130' INT TERM; \
+	$(if $(FAST_TESTS)$(LANE),export LAKEHOUSE_TESTS_BROKER=$$(mktemp -d) LAKEHOUSE_TESTS_BROKER_OWNER=;) \
+	trap 'for pid in $$fast $$lane; do kill $$pid 2>/dev/null; done; rm -rf "$$fast_log" "$$lane_log" "$$LAKEHOUSE_TESTS_BROKER"' EXIT; trap 'exit 130' INT TERM; \
 	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime $(SECOND_LANE) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
 	$(if $(LANE),$(BIN)/pytest $(LANE) -m "$(MARKERS)" $(call junit,medallion-2) $(PYTEST_ARGS) > "$$lane_log" 2>&1 & lane=$$!;) \
-	LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" $(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(addprefix --ignore=,$(LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
+	LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" LAKEHOUSE_TESTS_BROKER_OWNER=$(if $(FAST_TESTS)$(LANE),1) $(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(addprefix --ignore=,$(LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
 	$(if $(LANE),wait $$lane || status=$$?; lane=; echo "== $(LANE) in a second pytest of the medallion's runtime"; cat "$$lane_log";) \
 	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the benchmarks' tests in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status

@@ -1,15 +1,19 @@
 """Fixtures for the whole run: one SparkSession, one real Kafka broker, per-test topics and storage.
 
 The broker is the project's own embedded broker (lakehouse.services.broker), started once on a free port with
-its files in a temporary folder, and stopped when the run ends.
+its files in a temporary folder, and stopped when the run ends; the pytest processes of one `make test` share
+one (SHARED_BROKER).
 
 A test's tier is its folder, and CI lets no test skip: tests/tiers.py.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import random
 import socket
+import time
 import uuid
 from pathlib import Path
 
@@ -18,8 +22,13 @@ import pytest
 from shared.config import Config, load_config
 from shared.processes import stop_signals_interrupt
 from shared.runtime import real_time_available
-from tests.tiers import (pytest_collection_modifyitems, pytest_runtest_makereport,  # noqa: F401 (hooks)
-                         pytest_runtest_protocol)
+from tests.tiers import (AFTER_PIDS, pytest_collection_modifyitems, pytest_runtest_makereport,  # noqa: F401
+                         pytest_runtest_protocol, wait_until_ended)
+
+
+#: The pytest processes `make test` runs beside this one, read before the first tier that waits for them
+#: takes the variable away.
+AFTER_LANES = {int(pid) for pid in os.environ.get(AFTER_PIDS, "").split()}
 
 
 def pytest_configure(config):
@@ -88,21 +97,61 @@ def spark():
     session.stop()
 
 
-@pytest.fixture(scope="session")
-def broker_overrides(tmp_path_factory) -> list[str]:
-    """--set values that point at the run's broker (started on first use, stopped at the end)."""
+#: A folder that the pytest processes of one `make test` share their broker through: the one that also
+#: has SHARED_BROKER_OWNER set starts it as its session starts and writes where it listens there (its
+#: other pytests wait for that), and stops it once the others have ended (tiers.AFTER_PIDS).
+SHARED_BROKER = "LAKEHOUSE_TESTS_BROKER"
+SHARED_BROKER_OWNER = "LAKEHOUSE_TESTS_BROKER_OWNER"
+#: How long a pytest waits for the broker its owner starts: the owner's own start comes first.
+SHARED_BROKER_WAIT_S = 180
+
+
+def _start_broker(run_dir: Path) -> tuple[list[str], object]:
+    """A broker on a free port with its files in `run_dir`, killed by the kernel when this process dies
+    however it dies (kill -9, its make stopped): (its --set values, the broker)."""
     from lakehouse.services.broker import EmbeddedBroker
 
-    overrides = [
-        f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
-        f"broker.run_dir={tmp_path_factory.mktemp('broker')}",
-        # the commands' Prometheus endpoints: ports of this run's own, not a running lakehouse's
-        f"metrics.operational_port={free_port()}",
-        f"metrics.analytical_port={free_port()}",
-    ]
+    overrides = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={run_dir}"]
     broker = EmbeddedBroker(make_config(*overrides), log=lambda message: None)
-    broker.start(die_with_caller=True)  # a test run killed (kill -9, its make stopped) leaves no broker
-    yield overrides
+    broker.start(die_with_caller=True)
+    return overrides, broker
+
+
+def pytest_sessionstart(session):
+    if (folder := os.environ.get(SHARED_BROKER)) and os.environ.get(SHARED_BROKER_OWNER):
+        overrides, session.config.shared_broker = _start_broker(Path(folder) / "broker")
+        (Path(folder) / "overrides.tmp").write_text(json.dumps(overrides))
+        (Path(folder) / "overrides.tmp").rename(Path(folder) / "overrides.json")  # whole, or not there
+
+
+def pytest_sessionfinish(session):
+    if broker := getattr(session.config, "shared_broker", None):
+        wait_until_ended(AFTER_LANES)  # the others' tests use it to their last
+        broker.stop(quiet=True)
+
+
+def _shared_broker(folder: Path) -> list[str]:
+    written = folder / "overrides.json"
+    deadline = time.monotonic() + SHARED_BROKER_WAIT_S
+    while not written.exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no broker in {folder} after {SHARED_BROKER_WAIT_S} s: the pytest that starts it "
+                               f"({SHARED_BROKER_OWNER} set) did not start, or failed to start it")
+        time.sleep(0.2)
+    return json.loads(written.read_text())
+
+
+@pytest.fixture(scope="session")
+def broker_overrides(request, tmp_path_factory) -> list[str]:
+    """--set values that point at the run's broker (started on first use and stopped at the end, or
+    shared with the other pytests of one `make test`: SHARED_BROKER), and at this process's own
+    Prometheus ports for the commands (not a running lakehouse's)."""
+    metrics = [f"metrics.operational_port={free_port()}", f"metrics.analytical_port={free_port()}"]
+    if folder := os.environ.get(SHARED_BROKER):
+        yield [*_shared_broker(Path(folder)), *metrics]
+        return
+    overrides, broker = _start_broker(tmp_path_factory.mktemp("broker"))
+    yield [*overrides, *metrics]
     broker.stop(quiet=True)
 
 
