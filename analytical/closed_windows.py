@@ -1,8 +1,9 @@
 """When a window is closed in each path, for `lakehouse reconcile` (QUALITY.md, "The reconciliation").
 
 Besides its watermark, a path has closed every window when it is stopped (nothing holds its checkpoint
-lock) and has read everything before it: the fast path the clicks topic up to its end; the medallion,
-bronze the topic, silver bronze, gold silver. Each function says why a path may still change a count,
+lock; on an object store, where the lock is a file of the machine that ran it, its last run marked its
+clean stop: `shared.checkpoint_locks.StoppedMarks`) and has read everything before it: the fast path
+the clicks topic up to its end; the medallion, bronze the topic, silver bronze, gold silver. Each function says why a path may still change a count,
 or None when it cannot.
 """
 
@@ -14,11 +15,11 @@ from pyspark.sql import SparkSession
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
 from analytical.fast_path_history import FastPathHistory
-from shared.checkpoints import kafka_offsets
 from analytical.tables import is_delta_table, table_path
 from shared.alerts import ALERTING_QUERY
 from shared.broker_readings import BrokerOffsets
-from shared.checkpoints import holder, read_checkpoint_log
+from shared.checkpoint_locks import StoppedMarks, holder
+from shared.checkpoints import kafka_offsets, read_checkpoint_log
 from shared.config import Config
 
 
@@ -80,7 +81,8 @@ def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: di
 
 def _is_running(holder_: str) -> str:
     if holder_ == "unknown":  # an object-store root's lock is a file on the machine that runs the query
-        return "is not running here and may be running on another machine"
+        return ("is not running here and may be running on another machine (its last run marked no clean "
+                "stop: it was killed, or runs still)")
     return f"is running ({holder_})"
 
 
@@ -88,7 +90,7 @@ def _running(spark: SparkSession, config: Config, query: str) -> str | None:
     """Who runs `query` now (its checkpoint lock's holder), None when nobody does. This very process may
     hold the lock with the query stopped (the demo holds its locks throughout): then it runs only if
     active here."""
-    running = holder(config.storage.root, query)
+    running = holder(config.storage.root, query, StoppedMarks(config.storage.root, config.storage.s3))
     if running == f"pid {os.getpid()}" and all(active.name != query for active in spark.streams.active):
         return None
     return running

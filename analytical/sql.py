@@ -17,13 +17,11 @@ from __future__ import annotations
 import re
 from datetime import datetime, timezone
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from analytical.delta_log import NO_COMMIT_YET, is_commit_or_checkpoint
 from shared.errors import LakehouseError, MissingDependencyError
-from shared.object_store import S3Access, S3Settings, bucket_and_key, is_s3
-from shared.storage import local_folder
+from shared.object_store import S3Access, S3Settings, is_s3, root_file_system
 
 #: How a timestamp is printed: ISO-8601 in UTC to the millisecond, as the alerts print theirs.
 TIMESTAMP_TEXT = "%Y-%m-%dT%H:%M:%S.%f"
@@ -66,20 +64,14 @@ class _Store:
     folder in it, and the URI and storage options delta-rs opens a table with."""
 
     def __init__(self, root: str, s3: S3Settings | None):
-        from pyarrow import fs
-
-        if is_s3(root):
-            access = S3Access.of(s3) if s3 is not None else None
-            if access is None:
-                raise SqlError(f"{root} is on S3: give its settings (storage.s3)")
-            bucket, key = bucket_and_key(root)
-            self.files, self.base = access.pyarrow_filesystem(), f"{bucket}/{key}".rstrip("/")
-            self.options: dict[str, str] | None = access.delta_rs_options()
-            self.uri_base = f"s3://{self.base}"
-        else:
-            # A file system of pyarrow's own: delta-rs's would abort the process at its exit.
-            self.files, self.base = fs.LocalFileSystem(), str(Path(local_folder(root)).resolve())
-            self.options, self.uri_base = None, self.base
+        if is_s3(root) and s3 is None:
+            raise SqlError(f"{root} is on S3: give its settings (storage.s3)")
+        found = root_file_system(root, s3)
+        if found is None:
+            raise SqlError(f"{root}: SQL in this process reads a local folder or S3, not this file system")
+        self.files, self.base = found
+        self.options: dict[str, str] | None = S3Access.of(s3).delta_rs_options() if is_s3(root) else None
+        self.uri_base = f"s3://{self.base}" if is_s3(root) else self.base
 
     def table(self, path: str) -> tuple[str, Any]:
         """delta-rs's URI for the table at `path` under the root, and the file system of its files."""

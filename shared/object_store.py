@@ -33,7 +33,7 @@ from pydantic import Field, SecretStr
 
 from shared.config_layers import Section
 from shared.errors import ConfigError, LakehouseError
-from shared.storage import scheme
+from shared.storage import local_folder, scheme
 
 #: The storage-root schemes the product opens: a local folder, S3 through Hadoop's S3A connector
 #: (`s3://` is read as `s3a://`, as EMR and delta-rs spell it), and HDFS (Spark only: a YARN cluster's).
@@ -163,6 +163,27 @@ class S3Access:
             force_virtual_addressing=not self.path_style_access and endpoint is None,
             connect_timeout=timeout_s, request_timeout=timeout_s,
             retry_strategy=fs.AwsStandardS3RetryStrategy(max_attempts=1))
+
+
+def root_file_system(root: str, s3: S3Settings | None) -> tuple[Any, str] | None:
+    """pyarrow's file system that holds the storage root, and the root's path in it: S3 with the `s3`
+    settings, or this machine's for a local root; None for a root only Spark opens (hdfs://). What reads
+    or writes under the root without Spark uses it (SQL on the lake, the stopped marks of the checkpoints).
+
+        >>> files, base = root_file_system("/tmp/lakehouse", None)
+        >>> base
+        '/tmp/lakehouse'
+    """
+    from pyarrow import fs
+
+    if is_s3(root):
+        if s3 is None:
+            raise ConfigError(f"storage.root: {root} is on S3, and no storage.s3 settings were given to reach it")
+        bucket, key = bucket_and_key(root)
+        return S3Access.of(s3).pyarrow_filesystem(), f"{bucket}/{key}".rstrip("/")
+    local = local_folder(root)
+    # A file system of pyarrow's own: delta-rs's would abort the process at its exit.
+    return None if local is None else (fs.LocalFileSystem(), str(local.resolve()))
 
 
 class ObjectStoreError(LakehouseError):

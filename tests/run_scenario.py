@@ -33,12 +33,15 @@ CLICKS = [
     *((f"s{n}", "/run", f"10:00:12.{n:03d}") for n in range(4)),
     ("tick", "/tick", "10:00:30.000"),
 ]
+#: CLICKS, then a hot window after the click that moves time on: no watermark closes it, only a clean stop
+#: of each path having read every click (`lakehouse reconcile`'s other way for a window to close).
+ENDING_HOT = [*CLICKS, *((f"z{n}", "/last", f"10:00:31.{n:03d}") for n in range(4))]
 
 
-def expected_windows() -> dict[tuple[str, datetime], int]:
-    """(pageId, window start) -> distinct clicks, from CLICKS alone."""
+def expected_windows(clicks: list[tuple[str, str, str]] = CLICKS) -> dict[tuple[str, datetime], int]:
+    """(pageId, window start) -> distinct clicks, from the `clicks` sent alone."""
     seen: dict[tuple[str, datetime], set[str]] = defaultdict(set)
-    for event_id, page, time in CLICKS:
+    for event_id, page, time in clicks:
         at = datetime.fromisoformat(f"{DAY}T{time}+00:00")
         start = at.replace(second=at.second - at.second % 5, microsecond=0)
         seen[(page, start)].add(event_id)
@@ -53,10 +56,11 @@ def windows_closed_by_the_newest_click(watermark_s: float = 5.0, window_s: float
             if (newest - key[1]).total_seconds() >= watermark_s + window_s]
 
 
-def expected_alerts(real_time: bool = False) -> dict[tuple[str, datetime], int]:
+def expected_alerts(real_time: bool = False,
+                    clicks: list[tuple[str, str, str]] = CLICKS) -> dict[tuple[str, datetime], int]:
     """The highest alerted count per hot window: the count itself (micro-batch mode), or the largest of
     the crossing count (THRESHOLD + 1) and its doublings that the count reached (real-time mode)."""
-    return {key: highest_alert(count, THRESHOLD, real_time) for key, count in expected_windows().items()
+    return {key: highest_alert(count, THRESHOLD, real_time) for key, count in expected_windows(clicks).items()
             if count > THRESHOLD}
 
 
@@ -82,11 +86,12 @@ def gold(spark, config) -> dict[tuple[str, datetime], int]:
 
 def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_args: tuple[str, ...] = (),
                            env: dict | None = None, timeout_s: float = 240,
-                           while_running: Callable[[], None] = lambda: None, real_time: bool = False) -> str:
-    """Send CLICKS, start `lakehouse [extra_args] run`, wait until the alerts and gold match the oracle,
+                           while_running: Callable[[], None] = lambda: None, real_time: bool = False,
+                           clicks: list[tuple[str, str, str]] = CLICKS) -> str:
+    """Send `clicks`, start `lakehouse [extra_args] run`, wait until the alerts and gold match the oracle,
     call `while_running`, stop it with SIGTERM (exit 0 required); returns its stderr."""
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    send(config, *(click(event_id, page, time, day=DAY) for event_id, page, time in CLICKS))
+    send(config, *(click(event_id, page, time, day=DAY) for event_id, page, time in clicks))
     gold_path = f"{config.storage.root}/{GOLD_PAGE_CLICKS_5S}"
     with open(log, "w") as stderr:
         running = subprocess.Popen([LAKEHOUSE, *extra_args, "run", *options], stdout=subprocess.PIPE,
@@ -99,10 +104,10 @@ def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_a
                 return seen[name] == expected
 
             try:
-                wait_for(lambda: holds("alerts", lambda: alerted(config), expected_alerts(real_time)), timeout_s,
-                         "the alerts the oracle expects", every_s=1)
+                wait_for(lambda: holds("alerts", lambda: alerted(config), expected_alerts(real_time, clicks)),
+                         timeout_s, "the alerts the oracle expects", every_s=1)
                 wait_for(lambda: is_delta_table(spark, gold_path) and holds("gold", lambda: gold(spark, config),
-                                                                            expected_windows()),
+                                                                            expected_windows(clicks)),
                          timeout_s, "gold as the oracle expects", every_s=3)
             except AssertionError as timed_out:
                 raise AssertionError(f"{timed_out}; last seen {seen}; run's log ends:\n"

@@ -95,7 +95,7 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
     A stop during the start ends the command (KeyboardInterrupt) as the start ends, unless
     `stopped_while_starting` is given: then it is set and the block still runs, to record what it must."""
     from lakehouse.catalog import QUERIES_BY_PATH
-    from shared.checkpoints import exclusive
+    from shared.checkpoint_locks import StoppedMarks, exclusive
     from shared.processes import stops_deferred
     from lakehouse.monitoring.live_consumers import consumer_readings
     from shared.broker_readings import BrokerOffsets
@@ -106,7 +106,8 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
     from shared.spark import spark_session
 
     streams = QUERIES_BY_PATH[application]
-    with exclusive(config.storage.root, [stream.name for stream in streams], report=say) as locks, \
+    marks = StoppedMarks(config.storage.root, config.storage.s3)
+    with exclusive(config.storage.root, [stream.name for stream in streams], report=say, marks=marks) as locks, \
             ExitStack() as started:
         require_free_port(config.metrics, application)  # said before Spark takes seconds to start
         with stops_deferred(stopped_while_starting):  # a stop meanwhile ends the start between two JVM calls

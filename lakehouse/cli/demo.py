@@ -99,7 +99,7 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     from shared.alerts_topic import latest_alerts
     from lakehouse.bench.time_to_alert import time_to_alert
     from lakehouse.services.broker import EmbeddedBroker
-    from shared.checkpoints import empty_keeping_locks, exclusive
+    from shared.checkpoint_locks import empty_keeping_locks, exclusive
     from lakehouse.monitoring.stream_progress import recording, table_location
     from lakehouse.path_processes import FastPathProcess, MedallionProcess, stopped_at_the_end
     from shared.query_progress import watching

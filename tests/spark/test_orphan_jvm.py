@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.checkpoints import exclusive
+from shared.checkpoint_locks import exclusive
 
 
 def test_the_jvm_a_dead_holder_left_behind_is_awaited_then_killed(tmp_path):

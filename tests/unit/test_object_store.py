@@ -3,7 +3,7 @@ roots and settings refused before anything starts."""
 
 import pytest
 
-from shared.checkpoints import exclusive, holder
+from shared.checkpoint_locks import exclusive, holder
 from shared.config import load_config
 from shared.errors import ConfigError, LakehouseError
 from shared.object_store import S3Access, bucket_and_key, is_s3
