@@ -10,8 +10,10 @@ or None when it cannot.
 from __future__ import annotations
 
 import os
+from functools import reduce
 
 from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
 from analytical.fast_path_history import FastPathHistory
@@ -72,9 +74,10 @@ def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: di
     if unread:
         return f"bronze has not read {unread:,} clicks on {config.kafka.topics.clicks}: {catch_up}"
     for stream, source in ((silver_clicks.STREAM, bronze_clicks.TABLE), (gold_page_clicks_5s.STREAM, silver_clicks.TABLE)):
-        newest = _newest_version(spark, table_path(config.storage.root, source))
+        path = table_path(config.storage.root, source)
+        newest = _newest_version(spark, path)
         read = version_read_by(spark, config, stream.name)
-        if newest is not None and (read is None or read < newest):
+        if newest is not None and (read is None or _changes_data(spark, path, range(read + 1, newest + 1))):
             return f"{stream.name} has not read {source} up to its version {newest}: {catch_up}"
     return None
 
@@ -94,6 +97,22 @@ def _running(spark: SparkSession, config: Config, query: str) -> str | None:
     if running == f"pid {os.getpid()}" and all(active.name != query for active in spark.streams.active):
         return None
     return running
+
+
+def _changes_data(spark: SparkSession, path: str, versions: range) -> bool:
+    """Whether any of these commits of the Delta table at `path` adds or removes data, which a stream
+    reading the table reads: an OPTIMIZE, a REORG or a VACUUM (`lakehouse maintain`) moves no row, and
+    a stream skips them. A commit whose file is gone (the log's retention) counts as a change."""
+    from pyspark.errors import AnalysisException
+
+    if not versions:
+        return False
+    try:
+        actions = spark.read.json([f"{path}/_delta_log/{version:020d}.json" for version in versions])
+    except AnalysisException:
+        return True
+    changes = [F.col(f"{action}.dataChange") for action in ("add", "remove") if action in actions.columns]
+    return bool(changes) and not actions.where(reduce(lambda one, other: one | other, changes)).isEmpty()
 
 
 def _newest_version(spark: SparkSession, path: str) -> int | None:
