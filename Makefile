@@ -103,23 +103,22 @@ $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
 
-# Three pytest processes, side by side from start to end, their output shown when all are done; whatever
-# ends one ends the others. They share one broker: the last one below starts it, the others wait for it, and
-# it stops it once they have ended (LAKEHOUSE_TESTS_BROKER, tests/conftest.py). In-process streams and
-# backfills keep about one core busy each (one Spark job at a time), a command's processes one or two: so the
-# modules are spread for the three to end together (CONTRIBUTING.md, "What the suite costs"), and the tests'
-# commands run their medallion at the fast path's priority (tests.conftest.COMMAND_SETTINGS), or a niced one
-# would wait for the other pytests.
-# The fast path's runtime runs its tests (tests/realtime) and, with the deployment tier, the benchmarks'
-# tests: they drive the product only through `lakehouse bench` (no Spark in the test's process).
+# The pytest processes share one broker: the last one below starts it, the others wait for it, and it
+# stops it once they have ended (LAKEHOUSE_TESTS_BROKER, tests/conftest.py).
+# The fast path's runtime runs its tests (tests/realtime) beside the medallion's, its output shown when both are
+# done; whatever ends the one ends the other. With the deployment tier, its pytest then runs the benchmarks'
+# tests too: they drive the product only through `lakehouse bench` (no Spark in the test's process), and fill
+# the core the medallion's in-process integration tests leave idle (one Spark job at a time). Not more: the
+# deployment suite's other commands beside the medallion's own commands tier starve `run`'s niced medallion
+# (CONTRIBUTING.md, "What the suite costs").
 SECOND_LANE := tests/deployment/test_benchmarks.py
 FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 # A second pytest of the medallion's runtime runs these modules beside the first's unit, spark and other
-# integration tests, and with every tier the crash suite, README's first run and the demo.
+# integration tests: in-process streams and backfills keep about one core busy each (one Spark job at a
+# time), two keep both. The first's commands, crash and deployment tiers wait for both other pytests to end
+# (LAKEHOUSE_TESTS_AFTER_PIDS, tests/tiers.py), for the reason above.
 LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py \
-        tests/integration/test_quality.py \
-        $(if $(filter faults,$(TIERS)),tests/faults/test_crashes.py) \
-        $(if $(filter deployment,$(TIERS)),tests/deployment/test_first_run.py tests/deployment/test_demo.py)) \
+        tests/integration/test_quality.py) \
         $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others

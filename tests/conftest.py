@@ -26,7 +26,8 @@ from tests.tiers import (AFTER_PIDS, pytest_collection_modifyitems, pytest_runte
                          pytest_runtest_protocol, wait_until_ended)
 
 
-#: The pytest processes `make test` runs beside this one.
+#: The pytest processes `make test` runs beside this one, read before the first tier that waits for them
+#: takes the variable away.
 AFTER_LANES = {int(pid) for pid in os.environ.get(AFTER_PIDS, "").split()}
 
 
@@ -78,11 +79,8 @@ TEST_SETTINGS = ("spark.ui_enabled=false", "quality.max_clock_skew=87600 hours",
 #: cache, which a `run` fills within a minute and then interprets: hence the tiered default's 240 MB. The
 #: run's own session, which lives as long as the run, keeps C2.
 C1_ONLY = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-#: ... and the medallion of a `run` (the demo's, a benchmark's) at the fast path's priority: three pytest
-#: processes share the 2 cores, and a medallion under `nice 19` waits for them, not for its fast path.
-#: The priority itself is checked where a test sets one (tests/commands/test_run.py).
-COMMAND_SETTINGS = (f"spark.conf.spark.driver.extraJavaOptions={C1_ONLY}",
-                    f"spark.conf.spark.executor.extraJavaOptions={C1_ONLY}", "analytical.niceness=0")
+COMMAND_JVMS = (f"spark.conf.spark.driver.extraJavaOptions={C1_ONLY}",
+                f"spark.conf.spark.executor.extraJavaOptions={C1_ONLY}")
 
 
 def make_config(*overrides: str) -> Config:
@@ -178,7 +176,7 @@ def config_overrides(broker_overrides, config) -> list[str]:
         f"kafka.topics.alerts={config.kafka.topics.alerts}",
         f"storage.root={config.storage.root}",
         *TEST_SETTINGS,
-        *COMMAND_SETTINGS,
+        *COMMAND_JVMS,
     ]
 
 

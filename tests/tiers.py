@@ -24,8 +24,10 @@ _TESTS = Path(__file__).parent
 #: The order one pytest process runs the tiers in (`make test TIERS=...`): the quickest to fail first.
 ORDER = ("unit", "spark", "integration", "commands", "faults", "deployment")
 #: The pids of the pytest processes `make test` runs beside this one (the fast path's, and the second of the
-#: medallion's runtime): the one whose broker they share stops it once they have ended (tests/conftest.py).
+#: medallion's runtime). The tiers whose tests start `run` wait for them to end before their first test:
+#: `run`'s medallion runs under nice 19, and a pytest beside it would take its cores.
 AFTER_PIDS = "LAKEHOUSE_TESTS_AFTER_PIDS"
+AFTER_THE_LANES = ("commands", "faults", "deployment")
 
 
 def pytest_collection_modifyitems(items):
@@ -65,6 +67,15 @@ def wait_until_ended(pids: set[int], every_s: float = 0.5) -> None:
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
+    lanes = [int(pid) for pid in os.environ.get(AFTER_PIDS, "").split()]
+    if lanes and tier_of(item) in AFTER_THE_LANES:
+        del os.environ[AFTER_PIDS]  # once, and not for the commands the tests start
+        running = alive(set(lanes))
+        reporter = item.config.pluginmanager.get_plugin("terminalreporter")
+        if running and reporter:
+            reporter.write_line(f"the {tier_of(item)} tier waits for the pytest beside it to end (pid "
+                                f"{', '.join(map(str, sorted(running)))})")
+        wait_until_ended(running)  # before the test's clock and busy cores start
     item.busy_at_start = busy_core_seconds()
     yield
 

@@ -11,7 +11,7 @@ import yaml
 
 from shared import PROJECT_ROOT
 from shared.config_layers import apply_override
-from tests.conftest import COMMAND_SETTINGS, TEST_SETTINGS
+from tests.conftest import COMMAND_JVMS, TEST_SETTINGS
 
 
 NOTEBOOKS = sorted((PROJECT_ROOT / "notebooks").glob("*.ipynb"))
@@ -25,7 +25,7 @@ def test_every_notebook_runs_top_to_bottom(broker_overrides, tmp_path, monkeypat
     from nbclient import NotebookClient
 
     settings: dict = {}
-    for item in (*broker_overrides, *TEST_SETTINGS, *COMMAND_SETTINGS, f"storage.root={tmp_path / 'lakehouse'}"):
+    for item in (*broker_overrides, *TEST_SETTINGS, *COMMAND_JVMS, f"storage.root={tmp_path / 'lakehouse'}"):
         apply_override(settings, item)
     layer = tmp_path / "notebooks.yaml"
     layer.write_text(yaml.safe_dump(settings))

@@ -12,7 +12,7 @@ import re
 
 from lakehouse.cli.demo import DEMO_PROFILE
 from shared.config import load_config
-from tests.conftest import COMMAND_SETTINGS, free_port
+from tests.conftest import COMMAND_JVMS, free_port
 from tests.helpers import run_lakehouse, unwanted_warnings
 from tests.topics import read_to_end
 from tests.truth import Truth, assert_alerts_as_the_oracle_says
@@ -23,7 +23,7 @@ def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_pa
     the backfill, the checks and the reconciliation), then its broker started again to read the truth."""
     settings = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={tmp_path / 'broker'}",
                 f"storage.root={tmp_path / 'lake'}", f"metrics.operational_port={free_port()}",
-                f"metrics.analytical_port={free_port()}", "spark.ui_enabled=false", *COMMAND_SETTINGS]
+                f"metrics.analytical_port={free_port()}", "spark.ui_enabled=false", *COMMAND_JVMS]
     options = [f"--set={item}" for item in settings]
     # ten seconds of traffic make two whole windows of each hot page; the fast path's shortest checkpoint
     # interval, since a clean stop lets the running batch end (README's first run stops the shipped one)

@@ -1,7 +1,7 @@
 """README's "Your first run, step by step", run as written: every command of its code blocks in order,
 in a shell's words, with `lakehouse` from the virtualenv and the configuration a user would have
 (the embedded default), moved to ports and folders of this test's own through $LAKEHOUSE_CONFIG,
-which also gives its Spark JVMs the tests' C1-only JIT (tests.conftest.COMMAND_SETTINGS).
+which also gives its Spark JVMs the tests' C1-only JIT (tests.conftest.COMMAND_JVMS).
 
 The walk starts and stops a broker of its own: `kafka start` and `kafka stop` are steps of it. Its
 long-running steps (`run`, `alerts --follow`) run in process groups of their own and end with Ctrl-C
@@ -27,7 +27,7 @@ import yaml
 from shared import PROJECT_ROOT
 from shared.config import load_config
 from shared.config_layers import apply_override
-from tests.conftest import COMMAND_SETTINGS, free_port
+from tests.conftest import COMMAND_JVMS, free_port
 from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
 from tests.processes import jvms_now
 from tests.topics import read_to_end
@@ -105,7 +105,7 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
         "metrics": {"operational_port": free_port(), "analytical_port": free_port()},
         "spark": {"ui_enabled": False},
     }
-    for item in COMMAND_SETTINGS:
+    for item in COMMAND_JVMS:
         apply_override(mine, item)
     profile.write_text(yaml.safe_dump(mine))
     env = {**os.environ, "LAKEHOUSE_CONFIG": str(profile), "LAKEHOUSE_PROGRESS": "plain",

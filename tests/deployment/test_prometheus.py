@@ -60,7 +60,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
     settings = [f"--set={item}" for item in (
         *config_overrides, "hot_pages.threshold=20", "operational.starting_offsets=earliest",
         "operational.mode=real-time", "operational.real_time.checkpoint_interval=10 seconds",
-        "analytical.triggers.bronze=1 second", "analytical.triggers.silver=2 seconds",
+        "analytical.niceness=0", "analytical.triggers.bronze=1 second", "analytical.triggers.silver=2 seconds",
         "analytical.triggers.gold=2 seconds")]
     server = prometheus.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
                                          log_file=tmp_path / "prometheus.log", found=prometheus_tools)

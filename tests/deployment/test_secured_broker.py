@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lakehouse.services.broker import EmbeddedBroker
-from tests.conftest import COMMAND_SETTINGS, TEST_SETTINGS, free_port, make_config
+from tests.conftest import COMMAND_JVMS, TEST_SETTINGS, free_port, make_config
 from tests.helpers import run_lakehouse
 from tests.run_scenario import alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options
 
@@ -62,7 +62,7 @@ def _settings(secured, tmp_path: Path) -> tuple[list[str], object]:
     overrides, _, _ = secured
     suffix = uuid.uuid4().hex[:10]
     settings = [*overrides, f"kafka.topics.clicks=clicks-{suffix}", f"kafka.topics.alerts=alerts-{suffix}",
-                f"storage.root={tmp_path / 'lakehouse'}", *TEST_SETTINGS, *COMMAND_SETTINGS]
+                f"storage.root={tmp_path / 'lakehouse'}", *TEST_SETTINGS, *COMMAND_JVMS]
     return settings, make_config(*settings)
 
 

@@ -43,7 +43,7 @@ from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
 from lakehouse.monitoring.running_queries import running_queries
 from lakehouse.services.broker import EmbeddedBroker
-from tests.conftest import free_port, make_config
+from tests.conftest import make_config
 from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
 from tests.topics import alert_records, read_to_end
@@ -77,9 +77,10 @@ def options(config_overrides, *more: str) -> list[str]:
         *config_overrides, *SHIPPED_BOUNDS, f"hot_pages.threshold={THRESHOLD}", "operational.starting_offsets=earliest",
         "operational.status_interval_s=2", "analytical.status_interval_s=2", "analytical.triggers.bronze=1 second",
         "analytical.triggers.silver=2 seconds", "analytical.triggers.gold=2 seconds",
-        # Under steady traffic, a fast path that starts a batch as soon as one ends leaves the medallion
-        # little to start with on 2 cores: this suite is about crashes, not isolation.
-        "operational.trigger=1 second",
+        # Under steady traffic a fast path that starts a batch as soon as one ends, with the medallion
+        # under nice 19, leaves the medallion minutes to start on 2 cores: this suite is about
+        # crashes, not isolation, so both share the cores here.
+        "operational.trigger=1 second", "analytical.niceness=0",
         # The fast path as shipped, in real-time mode (its own runtime, a child of run), with batches
         # short enough that kills fall before, inside and after committed batches.
         "operational.mode=real-time", f"operational.real_time.checkpoint_interval={BATCH_S} seconds", *more)]
@@ -128,22 +129,10 @@ def assert_the_medallion_equals_the_truth(spark, config, truth: Truth) -> dict:
 # -- the tests -------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def killable_broker(tmp_path_factory) -> list[str]:
-    """--set values of a broker of this module's own, the one the nemesis kills: the run's broker serves
-    the other pytest processes of `make test` meanwhile."""
-    overrides = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}",
-                 f"broker.run_dir={tmp_path_factory.mktemp('killable-broker')}"]
-    broker = EmbeddedBroker(make_config(*overrides), log=lambda message: None)
-    broker.start(die_with_caller=True)
-    yield overrides
-    broker.stop(quiet=True)
-
-
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("storage", ["local", "object store"])
 def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_alert(
-        spark, config, config_overrides, killable_broker, tmp_path, storage, request):
+        spark, config, config_overrides, broker_overrides, tmp_path, storage, request):
     """The nemesis, at random moments under steady traffic: SIGKILL of `lakehouse run` (started again
     at once), SIGKILL of the broker (started again within 20 s), SIGKILL of run twice more. Then the
     traffic stops, the last run stops cleanly, and a backfill brings the medallion up to date. Once
@@ -152,7 +141,6 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     Its time: four starts of `run` (two JVMs each), the kills spread over each run's batches (up to 2.5
     batches after its fast path starts), the broker down up to 15 s, then two batch ends
     after the fast path caught up: the moments a crash can fall in take minutes to visit."""
-    config, config_overrides = with_overrides(config, killable_broker), [*config_overrides, *killable_broker]
     if storage == "object store":
         on_s3 = [*request.getfixturevalue("object_store"), f"storage.root={request.getfixturevalue('s3_root')}"]
         config, config_overrides = with_overrides(config, on_s3), [*config_overrides, *on_s3]
@@ -162,7 +150,7 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     settings = make_config(*(item.removeprefix("--set=") for item in opts))
     real_time = settings.operational.mode == "real-time"
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    broker = EmbeddedBroker(make_config(*killable_broker), log=lambda message: None)
+    broker = EmbeddedBroker(make_config(*broker_overrides), log=lambda message: None)
     traffic = Traffic(config.kafka, config.kafka.topics.clicks)
     rng = random.Random(seed)
     ended_within: list[float] = []

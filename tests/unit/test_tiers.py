@@ -54,7 +54,7 @@ def test_the_junit_report_gives_each_test_the_core_seconds_the_machine_was_busy_
     assert fails.busy_core_s is not None  # a failed test's too
 
 
-def test_the_shared_brokers_owner_waits_until_a_lane_has_exited_though_its_parent_has_not_reaped_it():
+def test_the_tiers_after_the_lanes_wait_until_a_lane_has_exited_though_its_parent_has_not_reaped_it():
     lane = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
     try:
         assert alive({lane.pid}) == {lane.pid}, "a running lane must be waited for"
