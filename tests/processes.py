@@ -20,13 +20,14 @@ class Process:
     parent: int
     state: str  # "Z": a zombie, which has ended
     name: str  # /proc/<pid>/comm: the program's name, e.g. "java"
+    niceness: int = 0  # its scheduling priority's nice value (0..19 here)
 
 
 def _read(pid: int) -> Process | None:
     proc = Path("/proc") / str(pid)
     try:
-        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-        return Process(pid, int(fields[1]), fields[0], (proc / "comm").read_text().strip())
+        fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()  # from the state on: proc(5)
+        return Process(pid, int(fields[1]), fields[0], (proc / "comm").read_text().strip(), int(fields[16]))
     except (OSError, IndexError, ValueError):
         return None
 

@@ -86,10 +86,10 @@ def gold(spark, config) -> dict[tuple[str, datetime], int]:
 
 def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_args: tuple[str, ...] = (),
                            env: dict | None = None, timeout_s: float = 240,
-                           while_running: Callable[[], None] = lambda: None, real_time: bool = False,
+                           while_running: Callable[[subprocess.Popen], None] = lambda run: None, real_time: bool = False,
                            clicks: list[tuple[str, str, str]] = CLICKS) -> str:
     """Send `clicks`, start `lakehouse [extra_args] run`, wait until the alerts and gold match the oracle,
-    call `while_running`, stop it with SIGTERM (exit 0 required); returns its stderr."""
+    call `while_running` with run's process, stop it with SIGTERM (exit 0 required); returns its stderr."""
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     send(config, *(click(event_id, page, time, day=DAY) for event_id, page, time in clicks))
     gold_path = f"{config.storage.root}/{GOLD_PAGE_CLICKS_5S}"
@@ -112,7 +112,7 @@ def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_a
             except AssertionError as timed_out:
                 raise AssertionError(f"{timed_out}; last seen {seen}; run's log ends:\n"
                                      f"{log.read_text()[-4000:]}") from None
-            while_running()
+            while_running(running)
             running.send_signal(signal.SIGTERM)
             assert running.wait(timeout=120) == 0, log.read_text()[-3000:]
         finally:

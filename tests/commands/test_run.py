@@ -19,7 +19,7 @@ from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_locati
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
 from tests.helpers import LAKEHOUSE, ahead_of_the_clock, lakehouse_here, run_lakehouse, send, unwanted_warnings, wait_for
-from tests.processes import alive, family
+from tests.processes import alive, command_line, family, processes
 from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
                                 windows_closed_by_the_newest_click)
@@ -34,14 +34,19 @@ def settings(config_overrides, *more: str) -> list[str]:
 
 
 def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark, config, config_overrides, tmp_path):
-    options = settings(config_overrides)
+    options = settings(config_overrides, "analytical.niceness=3")
 
-    def a_second_run_is_refused() -> None:
+    def the_medallion_yields_and_a_second_run_is_refused(run) -> None:
+        medallion = family(next(pid for pid in family(run.pid) if "--progress-json" in command_line(pid)))
+        niceness = {process.pid: process.niceness for process in processes() if process.pid in family(run.pid)}
+        assert {niceness[pid] for pid in medallion & set(niceness)} == {3}, "the medallion's process and its JVM, niced"
+        assert {niceness[pid] for pid in set(niceness) - medallion} == {0}, "the fast path's, not"
         second = run_lakehouse("run", "--seconds", "5", *options, timeout=120)
         assert second.returncode == 2, second.stderr
         assert "is in use by pid" in second.stderr and "stop that run first" in second.stderr
 
-    output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", while_running=a_second_run_is_refused)
+    output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",
+                                    while_running=the_medallion_yields_and_a_second_run_is_refused)
 
     assert "stop requested: stopping" in output and "Traceback" not in output
     assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"

@@ -39,7 +39,7 @@ def test_run_on_a_two_worker_cluster_gives_local_modes_answers_and_stops_clean(
         assert [(each["runtime"], each["master_url"], each["alive_workers"], each["cores"])
                 for each in status["clusters"]] == [("medallion", medallion_url, 2, 2), ("fast-path", fast_path_url, 1, 4)]
 
-        def each_application_on_its_runtimes_cluster() -> None:
+        def each_application_on_its_runtimes_cluster(run) -> None:
             now = json.loads(_lakehouse("cluster", "status", "--format", "json", settings=cluster_settings).stdout)
             cores = {each["runtime"]: {app["name"]: app["cores"] for app in each["applications"]}
                      for each in now["clusters"]}
