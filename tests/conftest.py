@@ -244,3 +244,48 @@ def object_store(tmp_path_factory, spark) -> list[str]:
 def s3_root(object_store) -> str:
     """This test's own storage root on the run's object store."""
     return f"s3a://tests/{uuid.uuid4().hex[:10]}"
+
+
+#: The bucket of the second S3 implementation (`second_object_store`).
+SECOND_STORE_BUCKET = "tests-moto"
+
+
+@pytest.fixture(scope="session")
+def second_object_store(tmp_path_factory, spark, object_store) -> list[str]:
+    """--set values (without storage.root) for a second S3 implementation, written apart from the
+    first: moto's standalone server (in memory, from PyPI) on a free port, with a bucket
+    SECOND_STORE_BUCKET that the test SparkSession reaches there (S3A's per-bucket settings); the
+    credentials are the run's (moto takes any). Killed with this process, stopped at the end."""
+    import subprocess
+    import sys
+
+    import boto3
+    import botocore.exceptions
+
+    from shared.object_store import S3Access
+    from shared.processes import dying_with_parent
+
+    port = free_port()
+    log = tmp_path_factory.mktemp("moto") / "moto.log"
+    with open(log, "w") as output:
+        server = subprocess.Popen(dying_with_parent([sys.executable, "-m", "moto.server", "-H", "127.0.0.1",
+                                                     "-p", str(port)]), stdout=output, stderr=subprocess.STDOUT)
+    overrides = [f"storage.s3.endpoint=http://127.0.0.1:{port}", "storage.s3.path_style_access=true"]
+    access = S3Access.of(make_config(*overrides).storage.s3)
+    client = boto3.client("s3", endpoint_url=access.endpoint, region_name=access.region)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            client.create_bucket(Bucket=SECOND_STORE_BUCKET)
+            break
+        except botocore.exceptions.EndpointConnectionError as error:
+            if server.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"moto's server did not start ({error}):\n{log.read_text()[-2000:]}") from None
+            time.sleep(0.2)
+    hadoop = spark._jsc.hadoopConfiguration()
+    for key, value in access.spark_settings().items():
+        if key.startswith("spark.hadoop.fs.s3a."):
+            hadoop.set(f"fs.s3a.bucket.{SECOND_STORE_BUCKET}.{key.removeprefix('spark.hadoop.fs.s3a.')}", value)
+    yield overrides
+    server.terminate()
+    server.wait(10)

@@ -1,29 +1,48 @@
-"""Both paths with every table and checkpoint on an S3-compatible object store (the project's embedded
-S3Proxy, a real server speaking S3 over HTTP): `run` under traffic, a backfill, `rebuild`, `check`,
-`reconcile`, `query` and `sql` in both engines, `status`, `maintain`, the tables read from outside
-by deltalake, Polars and DuckDB; and the one-line refusals of a store that cannot be used."""
+"""Both paths with every table and checkpoint on an S3-compatible object store, on two servers written
+apart (the project's embedded S3Proxy, and moto's server): `run` under traffic, a backfill, `rebuild`,
+`check`, `reconcile`, `query` and `sql` in both engines, `status`, `maintain`, the tables read from
+outside by deltalake, Polars and DuckDB; and the one-line refusals of a store that cannot be used."""
 
 from __future__ import annotations
 
 import json
 import os
+import uuid
 from datetime import datetime
 from pathlib import Path
 
+import pytest
+
+from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
+from analytical.silver_clicks import TABLE as SILVER_CLICKS
+from analytical.tables import read_table
 from shared.config import with_overrides
 from shared.storage import local_side
-from tests.conftest import S3_CREDENTIALS, free_port
+from tests.conftest import S3_CREDENTIALS, SECOND_STORE_BUCKET, free_port
 from tests.helpers import lakehouse_here, run_lakehouse
 from tests.readers import assert_every_table_reads_alike
 from tests.run_scenario import (ENDING_HOT, alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic,
                                 run_options, windows_closed_by_the_newest_click)
 
 
+#: What runs on each server after `run`: on the embedded one, every command that writes; on the second,
+#: what DEPLOYMENT.md's table of tested stores promises (both paths, a backfill, `reconcile`, `sql`).
+COMMANDS_ON = {"S3Proxy": (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"]),
+               "moto": (["analytical", "--available-now"],)}
+
+
+@pytest.mark.parametrize("server", list(COMMANDS_ON))
 def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_command(
-        spark, config, config_overrides, object_store, s3_root, tmp_path):
+        spark, config, config_overrides, server, request, tmp_path):
     """Its time: `run` and `rebuild` each start their own JVMs on the store, and every other command's
-    reads and writes go over S3's HTTP, slower than a local disk's for Delta's many small files."""
-    on_s3 = [*object_store, f"storage.root={s3_root}"]
+    reads and writes go over S3's HTTP, slower than a local disk's for Delta's many small files (and
+    moto's server, in Python, is slower than S3Proxy)."""
+    if server == "S3Proxy":
+        store, s3_root = request.getfixturevalue("object_store"), request.getfixturevalue("s3_root")
+    else:
+        store = request.getfixturevalue("second_object_store")
+        s3_root = f"s3a://{SECOND_STORE_BUCKET}/{uuid.uuid4().hex[:10]}"
+    on_s3 = [*store, f"storage.root={s3_root}"]
     s3_config = with_overrides(config, on_s3)
     options = run_options([*config_overrides, *on_s3], "operational.mode=real-time",
                           "operational.real_time.checkpoint_interval=5 seconds")
@@ -36,11 +55,14 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
     # a backfill, a rebuild of silver and gold from bronze (staged on the store, published in one commit each),
     # the checks and the maintenance: `run` and `rebuild` as a user runs them, each building its own session
     # from the configuration; the others in this process (their console scripts are tested on a local root)
-    for command in (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"]):
+    for command in COMMANDS_ON[server]:
         done = (run_lakehouse(*command, *options, timeout=600) if command == ["rebuild"]
                 else lakehouse_here(*command, *options))
         assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
-    assert gold(spark, s3_config) == expected_windows(ENDING_HOT), "the rebuilt gold"
+    assert gold(spark, s3_config) == expected_windows(ENDING_HOT), "gold after the backfill (and the rebuild)"
+    assert read_table(spark, s3_root, BRONZE_CLICKS).count() == len(ENDING_HOT), "bronze: every record sent"
+    assert {row.eventId for row in read_table(spark, s3_root, SILVER_CLICKS).select("eventId").collect()} == {
+        event_id for event_id, _, _ in ENDING_HOT}, "silver: each event once"
     # Every alerted window compared, the last one too, which no watermark closes: both paths stopped cleanly
     # (their marks on the store say so, where no lock here can) having read every click.
     verdict = json.loads(lakehouse_here("reconcile", "--format", "json", *options).stdout)
@@ -48,6 +70,17 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
     assert alerted_windows > len(set(expected_alerts()) & set(windows_closed_by_the_newest_click()))
     assert (verdict["windowsCompared"], verdict["matched"], verdict["pending"], verdict["unexplained"]) == (
         alerted_windows, alerted_windows, 0, 0), json.dumps(verdict, indent=1)
+
+    sql = lakehouse_here("sql", "SELECT pageId, windowStart, clickCount FROM gold.page_clicks_5s", "--format", "json",
+                         *options)
+    assert sql.returncode == 0, sql.stderr
+    assert {(row["pageId"], datetime.fromisoformat(row["windowStart"].replace("Z", "+00:00"))): row["clickCount"]
+            for row in json.loads(sql.stdout)} == expected_windows(ENDING_HOT)
+    here = [tmp_path, local_side(s3_root, "")]
+    assert [path for folder in here for path in Path(folder).rglob("_delta_log")] == [], "a table on the local disk"
+    assert [path for folder in here for path in Path(folder).rglob("offsets")] == [], "a checkpoint on the local disk"
+    if server != "S3Proxy":
+        return
 
     by_engine = {}
     for engine in ("duckdb", "spark"):
@@ -59,20 +92,12 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
         totals[page] = totals.get(page, 0) + count
     assert by_engine["duckdb"] == by_engine["spark"]
     assert {row["pageId"]: row["clicks"] for row in by_engine["duckdb"]} == totals
-    sql = lakehouse_here("sql", "SELECT pageId, windowStart, clickCount FROM gold.page_clicks_5s", "--format", "json",
-                        *options)
-    assert sql.returncode == 0, sql.stderr
-    assert {(row["pageId"], datetime.fromisoformat(row["windowStart"].replace("Z", "+00:00"))): row["clickCount"]
-            for row in json.loads(sql.stdout)} == expected_windows(ENDING_HOT)
     status = lakehouse_here("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr
     assert {row["queryName"] for row in json.loads(status.stdout)} >= {"hot_pages", "bronze_clicks"}
 
     environment = {**os.environ, "AWS_ENDPOINT_URL": s3_config.storage.s3.endpoint}
     assert_every_table_reads_alike(spark, s3_root, environment)
-    here = [tmp_path, local_side(s3_root, "")]
-    assert [path for folder in here for path in Path(folder).rglob("_delta_log")] == [], "a table on the local disk"
-    assert [path for folder in here for path in Path(folder).rglob("offsets")] == [], "a checkpoint on the local disk"
     assert sorted(path.name for path in local_side(s3_root, "").iterdir()) == ["_checkpoints", "_quality"], (
         "only the checkpoints' locks and the quality project live here")
 
