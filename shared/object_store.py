@@ -130,9 +130,9 @@ class S3Access:
             f"{prefix}path.style.access": str(self.path_style_access).lower(),
             f"{prefix}connection.ssl.enabled": str(not self.plain_http).lower(),
             # A local file (the state store's files of each batch) uploaded as every other write is, by the
-            # synchronous client, not the transfer manager's asynchronous (Netty) one, which takes an S3
-            # server's interim `100 Continue` for its answer and fails ("Status Code: 100"): the SDK asks
-            # for one on every upload, whatever fs.s3a.connection.expect.continue says (DEPLOYMENT.md).
+            # synchronous client, not the transfer manager's asynchronous (Netty) one, which took moto's
+            # interim `100 Continue` for its answer and failed ("Status Code: 100"): the SDK asks for one on
+            # every upload, whatever fs.s3a.connection.expect.continue says (DEPLOYMENT.md, "Stores tested").
             f"{prefix}optimized.copy.from.local.enabled": "false",
         }
         if self.endpoint:
