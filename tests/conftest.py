@@ -13,7 +13,6 @@ import json
 import os
 import random
 import socket
-import time
 import uuid
 from pathlib import Path
 
@@ -131,13 +130,11 @@ def pytest_sessionfinish(session):
 
 
 def _shared_broker(folder: Path) -> list[str]:
+    from tests.helpers import wait_for
+
     written = folder / "overrides.json"
-    deadline = time.monotonic() + SHARED_BROKER_WAIT_S
-    while not written.exists():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"no broker in {folder} after {SHARED_BROKER_WAIT_S} s: the pytest that starts it "
-                               f"({SHARED_BROKER_OWNER} set) did not start, or failed to start it")
-        time.sleep(0.2)
+    wait_for(written.exists, SHARED_BROKER_WAIT_S, f"the broker in {folder}, which the pytest with "
+             f"{SHARED_BROKER_OWNER} set starts (it did not start, or failed to start it)", every_s=0.2)
     return json.loads(written.read_text())
 
 
@@ -264,6 +261,7 @@ def second_object_store(tmp_path_factory, spark, object_store) -> list[str]:
 
     from shared.object_store import S3Access
     from shared.processes import dying_with_parent
+    from tests.helpers import wait_for
 
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
@@ -273,15 +271,16 @@ def second_object_store(tmp_path_factory, spark, object_store) -> list[str]:
     overrides = [f"storage.s3.endpoint=http://127.0.0.1:{port}", "storage.s3.path_style_access=true"]
     access = S3Access.of(make_config(*overrides).storage.s3)
     client = boto3.client("s3", endpoint_url=access.endpoint, region_name=access.region)
-    deadline = time.monotonic() + 60
-    while True:
+
+    def bucket_made() -> bool:
         try:
             client.create_bucket(Bucket=SECOND_STORE_BUCKET)
-            break
-        except botocore.exceptions.EndpointConnectionError as error:
-            if server.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"moto's server did not start ({error}):\n{log.read_text()[-2000:]}") from None
-            time.sleep(0.2)
+            return True
+        except botocore.exceptions.EndpointConnectionError:
+            assert server.poll() is None, f"moto's server ended:\n{log.read_text()[-2000:]}"
+            return False
+
+    wait_for(bucket_made, 60, f"moto's server to answer on port {port}", every_s=0.2)
     hadoop = spark._jsc.hadoopConfiguration()
     for key, value in access.spark_settings().items():
         if key.startswith("spark.hadoop.fs.s3a."):
