@@ -3,8 +3,8 @@
 Besides its watermark, a path has closed every window when it is stopped (nothing holds its checkpoint
 lock; on an object store, where the lock is a file of the machine that ran it, its last run marked its
 clean stop: `shared.checkpoint_locks.StoppedMarks`) and has read everything before it: the fast path
-the clicks topic up to its end; the medallion, bronze the topic, silver bronze, gold silver. Each function says why a path may still change a count,
-or None when it cannot.
+the clicks topic up to its end; the medallion, bronze the topic, silver bronze, gold silver. Each
+function says why a path may still change a count, or None when it cannot.
 """
 
 from __future__ import annotations
