@@ -143,6 +143,7 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
     """
     from delta.tables import DeltaTable
 
+    _clear_log_without_commit(spark, path)
     builder = DeltaTable.createIfNotExists(spark).location(path).addColumns(schema)
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
@@ -156,6 +157,16 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
     if missing:
         settings = ", ".join(f"'{key}' = '{value}'" for key, value in missing.items())
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+
+
+def _clear_log_without_commit(spark: SparkSession, path: str) -> None:
+    """Delete a `_delta_log` that holds no commit: what a creation killed before its first commit leaves
+    (on S3 too, where the folder is a marker object). Delta takes such a folder for a table and then finds
+    none (DELTA_TABLE_NOT_FOUND), so the stream could never start again. Only the table's writer creates it,
+    under its checkpoint's lock, so no other process is between its folder and its first commit."""
+    file_system, log = hadoop_file_system(spark, f"{path.rstrip('/')}/_delta_log")
+    if file_system.exists(log) and not is_delta_table(spark, path):
+        file_system.delete(log, True)
 
 
 class NoCommitYet(LakehouseError):

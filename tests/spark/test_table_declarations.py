@@ -41,6 +41,23 @@ def test_a_transform_that_drifts_from_its_declared_schema_is_refused_before_anyt
     assert not is_delta_table(spark, declared.path(str(tmp_path)))
 
 
+@pytest.mark.parametrize("left", [[], ["_staged_commits/"], [".00000000000000000000.json.5f2c.tmp"]])
+def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by_the_next_start(spark, tmp_path, left):
+    """A kill between the log's folder and the first commit leaves a `_delta_log` without a commit (what
+    the crash suite's kill of `run` as it starts left on the object store): the next start creates the
+    table, where Delta alone would refuse it for good (DELTA_TABLE_NOT_FOUND)."""
+    log = tmp_path / "gold" / "example" / "_delta_log"
+    log.mkdir(parents=True)
+    for name in left:
+        (log / name).mkdir() if name.endswith("/") else (log / name).write_text("{")
+    declared = Table("gold/example", StructType([StructField("pageId", StringType())]))
+
+    path = declared.create(spark, str(tmp_path), declared.schema)
+
+    assert is_delta_table(spark, path) and spark.read.format("delta").load(path).schema == declared.schema
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("version").collect()[0][0] == 0
+
+
 def test_check_validates_the_suite_of_every_registered_table_that_declares_one():
     config = make_config()
     assert [suite.table for suite in suites(config)] == CONTRACT_TABLES[1:]
