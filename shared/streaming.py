@@ -164,11 +164,12 @@ def supervise(
     """Run the queries `starters` start (name -> start function, which may return a `Stage`) side by side.
 
     Returns when every query has finished (an AvailableNow backfill), `seconds` pass, or a signal
-    arrives; the queries still running are then stopped. A failed query is restarted from its
-    checkpoint after a backoff that starts at `settings.restart_backoff_s` and doubles with each failure in a
-    row (at most MAX_BACKOFF_S); a completed micro-batch ends the row. After `settings.max_restarts` failures
-    in a row, or an error raised on purpose, the others are stopped cleanly and a LakehouseError
-    carries the failed query's message.
+    arrives; the queries still running are then stopped. A failed query, or one whose start fails (a
+    storage or broker hiccup), is restarted from its checkpoint after a backoff that starts at
+    `settings.restart_backoff_s` and doubles with each failure in a row (at most MAX_BACKOFF_S); a
+    completed micro-batch ends the row. After `settings.max_restarts` failures in a row, an error raised
+    on purpose, or a first start that Spark's analysis refuses, the others are stopped cleanly and a
+    LakehouseError carries the failed query's message.
     Every `settings.status_interval_s`: a status line per query (unless `status_lines` is off), then
     `on_status` (the progress recorder's flush and console view), and once more at the end.
     `until`: stop as soon as it returns True (checked at each status interval).
@@ -209,7 +210,14 @@ def supervise(
     with StopRequest() if stop is None else nullcontext(stop) as stop:
         try:
             for name, start in starters.items():
-                launch(name, start)
+                try:
+                    launch(name, start)
+                except LakehouseError:
+                    raise
+                except Exception as error:
+                    if _refused_by_analysis(error):  # the same plan would be refused at every start
+                        raise LakehouseError(f"the {name} query could not start: {_first_line(error)}") from None
+                    restart_later(name, f"its start failed: {_first_line(error)}")  # a storage or broker hiccup
             next_status = time.monotonic() + settings.status_interval_s
             next_tick = time.monotonic() + TICK_S
             while running or restart_at:
@@ -452,6 +460,13 @@ def _raised_on_purpose(error: Any) -> bool:
     expectation under the `fail` policy), or a LakehouseError of a batch function (a refusal)."""
     text = str(getattr(error, "desc", None) or error)
     return _RAISED in text or _REFUSED in text
+
+
+def _refused_by_analysis(error: BaseException) -> bool:
+    """Spark's analysis refused the query (pyspark's AnalysisException or a subclass, Delta's included):
+    its plan, its checkpoint or its table, which a retry meets again; named, not imported, so that this
+    module loads without pyspark."""
+    return any(cls.__name__ == "AnalysisException" for cls in type(error).__mro__)
 
 
 def _first_line(error: Any) -> str:

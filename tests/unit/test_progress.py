@@ -415,6 +415,58 @@ def test_a_restart_whose_start_fails_is_tried_again_after_the_backoff_until_max_
     assert len(starts) == 4, "the first start and three restarts"
 
 
+def test_a_first_start_that_storage_fails_is_retried_and_the_other_streams_start_meanwhile():
+    """The object store answers 503 as `run` starts: the failed start is one failure in the row, retried
+    after the backoff like a restart's, not a traceback that ends the command, and the streams after it
+    start as usual."""
+
+    class Py4JJavaError(Exception):  # how a JVM's IOException reaches Python
+        pass
+
+    settings = make_config("analytical.restart_backoff_s=0.01").analytical
+    starts: list[str] = []
+
+    def start_after_a_hiccup():
+        starts.append("bronze")
+        if len(starts) == 1:
+            raise Py4JJavaError("An error occurred while calling o71.start.\n: java.io.IOException: 503 Slow Down")
+        return FakeQuery([kafka_batch(n, 10, None, None) for n in range(2)])
+
+    said: list[str] = []
+    totals = streaming.supervise(
+        {"bronze_clicks": start_after_a_hiccup, "silver_clicks": lambda: FakeQuery([kafka_batch(0, 5, None, None)])},
+        settings, seconds=None, report=said.append, status_lines=False)
+
+    assert said[:2] == [
+        "[bronze_clicks] failed (its start failed: An error occurred while calling o71.start.); "
+        "restart 1/8 from its checkpoint in 0.01 s",
+        "[silver_clicks] started (query id fake)"]
+    assert len(starts) == 2 and (totals["bronze_clicks"].rows, totals["silver_clicks"].rows) == (20, 5)
+
+
+def test_a_first_start_that_sparks_analysis_refuses_ends_the_command_at_once_in_one_line():
+    """A refusal of the plan, the checkpoint or the table comes back at every start: no retries, one line."""
+
+    class AnalysisException(Exception):
+        pass
+
+    class DeltaAnalysisException(AnalysisException):  # Delta's, as pyspark raises it
+        pass
+
+    starts: list[str] = []
+
+    def refused():
+        starts.append("gold")
+        raise DeltaAnalysisException("[DELTA_TABLE_NOT_FOUND] Delta table `gold` doesn't exist.\nJVM stacktrace: ...")
+
+    with pytest.raises(LakehouseError) as raised:
+        streaming.supervise({"gold_page_clicks_5s": refused}, make_config().analytical, seconds=None,
+                            report=lambda line: None, status_lines=False)
+    assert str(raised.value) == ("the gold_page_clicks_5s query could not start: "
+                                 "[DELTA_TABLE_NOT_FOUND] Delta table `gold` doesn't exist.")
+    assert starts == ["gold"]
+
+
 class BusyQuery:
     """A query that is always in a batch (its trigger starts the next one as one ends), or never."""
 
