@@ -472,7 +472,7 @@ def _refused_by_analysis(error: BaseException) -> bool:
 def _first_line(error: Any) -> str:
     """The line that says what went wrong: the error raised on purpose (an expectation under the
     `fail` policy, a batch function's refusal) when there is one, even inside a foreachBatch
-    traceback; else the first line."""
+    traceback; else the first line, and what it wraps at its root (`_root_cause`)."""
     text = str(getattr(error, "desc", None) or error)
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     raised = [line for line in lines if _RAISED in line]
@@ -481,4 +481,23 @@ def _first_line(error: Any) -> str:
     refused = [line for line in lines if _REFUSED in line]
     if refused:
         return refused[-1].split(_REFUSED, 1)[1].strip()
-    return lines[0] if lines else type(error).__name__
+    first = lines[0] if lines else type(error).__name__
+    cause = _root_cause(error)
+    return first if cause is None or cause in first else f"{first}: caused by {cause}"
+
+
+def _root_cause(error: Any) -> str | None:
+    """The first line of what a Spark error wraps at its root: the storage's or the broker's own words
+    (an S3 refusal, a timeout), which Spark's own message names only as "Error writing state store
+    files". Of a chain `... -> AccessDeniedException: <key>: ... S3Exception: Access Denied (403) ->
+    S3Exception: Access Denied (403)`, the cause above the root when it holds the root's words and
+    more (the key). pyspark keeps a captured exception's Java causes in `_cause`."""
+    lines: list[str] = []
+    cause = getattr(error, "_cause", None)
+    while cause is not None and len(lines) < 32:
+        text = [line.strip() for line in str(getattr(cause, "_desc", None) or cause).splitlines() if line.strip()]
+        lines.append(text[0] if text else type(cause).__name__)
+        cause = getattr(cause, "_cause", None)
+    while len(lines) > 1 and lines[-1] in lines[-2]:
+        lines.pop()
+    return lines[-1] if lines else None

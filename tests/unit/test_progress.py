@@ -467,6 +467,32 @@ def test_a_first_start_that_sparks_analysis_refuses_ends_the_command_at_once_in_
     assert starts == ["gold"]
 
 
+class Captured(Exception):
+    """A Java exception as pyspark captures it: its message, and its cause's, in `_desc` and `_cause`."""
+
+    def __init__(self, desc: str, cause: "Captured | None" = None):
+        super().__init__(desc)
+        self._desc, self._cause = desc, cause
+
+
+def test_a_failure_line_carries_the_storages_own_words_from_the_root_of_sparks_error():
+    s3 = Captured("software.amazon.awssdk.services.s3.model.S3Exception: Access Denied (Service: S3, Status Code: 403)")
+    denied = Captured("java.nio.file.AccessDeniedException: x/_checkpoints/hot_pages/state/0/0/2.changelog: Writing "
+                      f"Object on x/...: {s3._desc}:AccessDenied\n\tat org.apache.hadoop.fs.s3a.S3AUtils", s3)
+    spark = Captured("org.apache.spark.SparkException: [CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] Error writing state "
+                     "store files. SQLSTATE: 58030", denied)
+    failed = Captured("[CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] Error writing state store files. SQLSTATE: 58030\n"
+                      "=== Streaming Query ===\nIdentifier: hot_pages", spark)
+
+    assert streaming._first_line(failed) == (
+        "[CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] Error writing state store files. SQLSTATE: 58030: caused by "
+        "java.nio.file.AccessDeniedException: x/_checkpoints/hot_pages/state/0/0/2.changelog: Writing Object on x/...: "
+        "software.amazon.awssdk.services.s3.model.S3Exception: Access Denied (Service: S3, Status Code: 403):AccessDenied")
+    assert streaming._first_line(s3) == s3._desc, "no cause: the first line alone"
+    assert streaming._first_line(Captured("java.io.IOException: 503 Slow Down", Captured("503 Slow Down"))) == \
+        "java.io.IOException: 503 Slow Down", "a cause its message already holds"
+
+
 class BusyQuery:
     """A query that is always in a batch (its trigger starts the next one as one ends), or never."""
 
