@@ -1,17 +1,18 @@
-"""README's "Your first run, step by step", run as written: every command of its code blocks in order,
-in a shell's words, with `lakehouse` from the virtualenv and the configuration a user would have
-(the embedded default), moved to ports and folders of this test's own through $LAKEHOUSE_CONFIG,
-which also gives its Spark JVMs the tests' C1-only JIT (tests.conftest.COMMAND_JVMS).
+"""The documented walks, run as written: README's "Your first run, step by step" on the embedded default,
+and DEPLOYMENT.md's object-storage walk (the same first run with every table and checkpoint on the
+embedded S3 store): every command of the section's code blocks in order, in a shell's words, with
+`lakehouse` from the virtualenv and the configuration a user would have, moved to ports and folders of
+this test's own through $LAKEHOUSE_CONFIG, which also gives its Spark JVMs the tests' C1-only JIT
+(tests.conftest.COMMAND_JVMS).
 
-The walk starts and stops a broker of its own: `kafka start` and `kafka stop` are steps of it. Its
-long-running steps (`run`, `alerts --follow`) run in process groups of their own and end with Ctrl-C
-(SIGINT to the group), as in a terminal. What the walk promises is checked against the truth of the
-clicks topic, read back to its end offsets and computed here under the contract (tests/truth.py), not
-against what `generate` says it sent: every window's highest alert record is the one its distinct
+A walk starts and stops its own services: `kafka start`, `storage start` and their stops are steps of
+it. Its long-running steps (`run`, `alerts --follow`) run in process groups of their own and end with
+Ctrl-C (SIGINT to the group), as in a terminal. What the walk promises is checked against the truth of
+the clicks topic, read back to its end offsets and computed here under the contract (tests/truth.py),
+not against what `generate` says it sent: every window's highest alert record is the one its distinct
 clicks call for, the hot pages are the pages alerted and the top pages, gold's hot windows per page
 are the truth's, and `reconcile` compares exactly the truth's hot windows and matches them all.
 """
-
 from __future__ import annotations
 
 import os
@@ -19,7 +20,9 @@ import re
 import shlex
 import signal
 import subprocess
+import shutil
 import threading
+import uuid
 from pathlib import Path
 
 import yaml
@@ -27,6 +30,7 @@ import yaml
 from shared import PROJECT_ROOT
 from shared.config import load_config
 from shared.config_layers import apply_override
+from shared.storage import local_side
 from tests.conftest import COMMAND_JVMS, free_port
 from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
 from tests.processes import jvms_now
@@ -34,14 +38,14 @@ from tests.topics import read_to_end
 from tests.truth import Truth, assert_alerts_as_the_oracle_says
 
 
-SECTION = "## Your first run, step by step"
-
-
-def walk() -> list[list[str]]:
-    """The commands of the section's code blocks, in order, split as a shell splits them."""
-    text = (PROJECT_ROOT / "README.md").read_text()
-    section = text[text.index(SECTION):]
-    section = section[:section.index("\n## ", len(SECTION))]
+def walk(document: str, heading: str) -> list[list[str]]:
+    """The commands of the section's code blocks, in order, split as a shell splits them; the section
+    ends at the next heading of its level or above."""
+    text = (PROJECT_ROOT / document).read_text()
+    section = text[text.index(heading + "\n"):]
+    level = len(heading.split(" ", 1)[0])
+    end = re.search(rf"\n#{{1,{level}}} ", section[len(heading):])
+    section = section[:len(heading) + end.start()] if end else section
     lines = "".join(re.findall(r"```bash\n(.*?)```", section, re.S)).splitlines()
     return [words for words in (shlex.split(line, comments=True) for line in lines) if words]
 
@@ -95,20 +99,39 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
     """Its time: README's walk as written, each step a command of its own (a broker, `run`, 20 s of
     traffic, a backfill, the questions, the checks), and Ctrl-C lets the shipped 30-s real-time batch
     end, which this walk is the one test to wait for."""
-    steps = walk()
-    assert steps[0] == ["source", ".venv/bin/activate"] and all(words[0] == "lakehouse" for words in steps[1:])
+    walk_as_written(walk("README.md", "## Your first run, step by step"), tmp_path)
+
+
+def test_deployments_object_storage_walk_ends_with_every_alerted_window_compared(tmp_path):
+    """Its time: the same first run on an S3 store of its own (S3Proxy, a broker, `run`, 10 s of traffic,
+    a backfill over S3's HTTP, `reconcile`), with 5-s real-time batches instead of the shipped 30 s."""
+    steps = walk("DEPLOYMENT.md", "### Object storage: S3 and S3-compatible stores, `conf/s3.yaml`")
+    assert ["export", "LAKEHOUSE_CONFIG=conf/s3.yaml"] in steps and ["lakehouse", "storage", "start"] in steps
+    root = f"s3a://lakehouse/walk-{uuid.uuid4().hex[:10]}"  # (its locks here: .run/remote-roots/s3a/lakehouse/...)
+    try:
+        walk_as_written(steps, tmp_path, f"storage.s3.endpoint=http://127.0.0.1:{free_port()}",
+                        f"storage.root={root}", f"object_store.run_dir={tmp_path / 's3'}",
+                        "operational.real_time.checkpoint_interval=5 seconds")
+    finally:
+        shutil.rmtree(local_side(root, ""), ignore_errors=True)
+
+
+def walk_as_written(steps: list[list[str]], tmp_path: Path, *settings: str) -> None:
+    """Run `steps` in a shell's words with this test's ports and folders (and `settings`) layered on the
+    configuration the walk exports ($LAKEHOUSE_CONFIG), checking each step's output against the truth."""
+    assert steps[0] == ["source", ".venv/bin/activate"] and all(words[0] in ("lakehouse", "export")
+                                                                  for words in steps[1:])
+    exported = dict(item.split("=", 1) for words in steps if words[0] == "export" for item in words[1:])
+    layer = yaml.safe_load((PROJECT_ROOT / exported.pop("LAKEHOUSE_CONFIG")).read_text()) \
+        if "LAKEHOUSE_CONFIG" in exported else {}
+    for item in (f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={tmp_path / 'broker'}",
+                 f"storage.root={tmp_path / 'lake'}", f"metrics.operational_port={free_port()}",
+                 f"metrics.analytical_port={free_port()}", "spark.ui_enabled=false", *COMMAND_JVMS, *settings):
+        apply_override(layer, item)
     profile = tmp_path / "mine.yaml"
-    mine = {
-        "kafka": {"bootstrap_servers": f"127.0.0.1:{free_port()}"},
-        "broker": {"run_dir": str(tmp_path / "broker")},
-        "storage": {"root": str(tmp_path / "lake")},
-        "metrics": {"operational_port": free_port(), "analytical_port": free_port()},
-        "spark": {"ui_enabled": False},
-    }
-    for item in COMMAND_JVMS:
-        apply_override(mine, item)
-    profile.write_text(yaml.safe_dump(mine))
-    env = {**os.environ, "LAKEHOUSE_CONFIG": str(profile), "LAKEHOUSE_PROGRESS": "plain",
+    profile.write_text(yaml.safe_dump(layer))
+    secrets = {name: uuid.uuid4().hex for name, value in exported.items() if value.startswith("<")}  # '<choose one>'
+    env = {**os.environ, **exported, **secrets, "LAKEHOUSE_CONFIG": str(profile), "LAKEHOUSE_PROGRESS": "plain",
            "PATH": f"{Path(LAKEHOUSE).parent}{os.pathsep}{os.environ['PATH']}"}
     user = load_config(profile)  # what the walk's commands read: the embedded default and this profile
     background: dict[str, Running] = {}
@@ -125,10 +148,15 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
         outputs.append(done.stdout + done.stderr)
         return done.stdout
 
+    def status(service: str) -> int:
+        return subprocess.run([LAKEHOUSE, service, "status"], env=env, capture_output=True, timeout=60).returncode
+
     try:
         for words in steps[1:]:
-            command = words[1:3] if words[1] == "kafka" else words[1:2]
-            if command == ["run"]:
+            command = words[1:3] if words[1] in ("kafka", "storage") else words[1:2]
+            if words[0] == "export":
+                continue
+            elif command == ["run"]:
                 run = background["run"] = Running(words, env)
                 try:
                     wait_for(lambda: fast_path_started(run) or run.process.poll() is not None, 240,
@@ -148,15 +176,17 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                 truth["clicks"] = clicks.clicks_per_page()
                 hot_pages = set(truth["hot windows"])
                 assert hot_pages, "generate's defaults make hot pages"
-                wait_for(lambda: alerted_pages() >= hot_pages, 120, f"an alert for each hot page {hot_pages}",
-                         every_s=0.5)
+                if "alerts" in background:
+                    wait_for(lambda: alerted_pages() >= hot_pages, 120, f"an alert for each hot page {hot_pages}",
+                             every_s=0.5)
                 assert_alerts_as_the_oracle_says(user.kafka, user.kafka.topics.alerts, clicks,
                                                  user.hot_pages.threshold, user.operational.mode == "real-time",
                                                  timeout_s=60)
-                for name in ("alerts", "run"):  # "Stop `run` and `alerts` with Ctrl-C"
+                for name in sorted(background):  # "Stop `run` and `alerts` with Ctrl-C": `alerts` first
                     assert background[name].ctrl_c(timeout_s=120) == 0, background[name].output()[-3000:]
                     outputs.append(background[name].output())
-                assert alerted_pages() == hot_pages, "`alerts --follow` showed the hot pages' alerts, no other"
+                if "alerts" in background:
+                    assert alerted_pages() == hot_pages, "`alerts --follow` showed the hot pages' alerts, no other"
             elif command == ["query"]:
                 top = [row["pageId"] for row in table_rows(finish(words))]
                 by_clicks = sorted(truth["clicks"], key=lambda page: (-truth["clicks"][page], page))
@@ -172,17 +202,21 @@ def test_the_readmes_first_run_works_as_written(tmp_path):
                                           "pending 0, mismatches 0, unexplained 0"), \
                     f"{verdict}\n`run` said:\n" + "\n".join(line for line in background['run'].output().splitlines()
                                                      if not line.startswith("\tat "))[-6000:]
-            elif command in (["kafka", "start"], ["analytical"], ["check"], ["kafka", "stop"]):
+            elif command in (["kafka", "start"], ["storage", "start"], ["analytical"], ["check"], ["kafka", "stop"],
+                             ["storage", "stop"]):
                 finish(words)
             else:
-                raise AssertionError(f"README's walk has a step this test does not know: {shlex.join(words)}")
+                raise AssertionError(f"the walk has a step this test does not know: {shlex.join(words)}")
         assert truth and "run" in background, "the walk sends traffic while `run` runs"
-        status = subprocess.run([LAKEHOUSE, "kafka", "status"], env=env, capture_output=True, text=True, timeout=60)
-        assert status.returncode == 1, "`kafka stop` stopped the walk's broker"
+        assert status("kafka") == 1, "`kafka stop` stopped the walk's broker"
+        if ["lakehouse", "storage", "start"] in steps:
+            assert status("storage") == 1, "`storage stop` stopped the walk's store"
     finally:
         for running in background.values():
             running.kill()
-        subprocess.run([LAKEHOUSE, "kafka", "stop"], env=env, capture_output=True, timeout=120)
+        for service in ("kafka", "storage"):
+            if ["lakehouse", service, "start"] in steps:
+                subprocess.run([LAKEHOUSE, service, "stop"], env=env, capture_output=True, timeout=120)
     output = "\n".join(outputs)
     assert "Traceback" not in output
     assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
