@@ -4,7 +4,7 @@
         -> gold_page_clicks_5s     -> gold/page_clicks_5s
         -> gold_page_clicks_hourly -> gold/page_clicks_hourly
 
-The streams are analytical.registry's, each declared in its own module (shared.streaming.Stream):
+The streams are analytical.registry's, each declared in its own module (shared.stream.Stream):
 a name (its query name and checkpoint folder), a layer (which trigger it runs on, and its place in
 a rebuild) and a writer from a source root to a target root. The roots are `storage.root` for the
 live tables; a rebuild points the target at a staging root first.
@@ -29,7 +29,9 @@ from shared.progress import Progress
 from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.storage import checkpoint_location
 from shared.query_progress import RunningTotals
-from shared.streaming import StopRequest, Stream, supervise
+from shared.stopping import StopRequest
+from shared.stream import Stream
+from shared.streaming import supervise
 
 Report = Callable[[str], None]
 

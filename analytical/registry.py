@@ -16,7 +16,7 @@ from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hour
 from analytical.tables import Table
 from shared.config import Config
 from shared.errors import ConfigError
-from shared.streaming import Stream
+from shared.stream import Stream
 
 #: In dependency order: each stream reads what an earlier one writes.
 STREAMS: tuple[Stream, ...] = (

@@ -34,7 +34,7 @@ from shared.config import Config, ExpectationPolicy
 from shared.errors import LakehouseError
 from shared.spark_internals import hadoop_file_system
 from shared.storage import location
-from shared.streaming import Stream, Writer
+from shared.stream import Stream, Writer
 
 #: The command that fills every table, for the message when one is missing.
 _FILLED_BY = "lakehouse analytical --available-now"

@@ -12,7 +12,7 @@ from analytical.registry import STREAMS as MEDALLION
 from analytical.registry import TABLES as MEDALLION_TABLES
 from lakehouse.monitoring.stream_progress import TABLE as STREAM_PROGRESS
 from operational.hot_pages import STREAM as FAST_PATH
-from shared.streaming import Stream
+from shared.stream import Stream
 
 #: Per path, named as its command and its /metrics `path` label, the queries it runs.
 QUERIES_BY_PATH: dict[str, tuple[Stream, ...]] = {"operational": (FAST_PATH,), "analytical": MEDALLION}

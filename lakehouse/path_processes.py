@@ -29,7 +29,7 @@ from shared.config import Config, write_for_child
 from shared.errors import LakehouseError
 from shared.processes import PARENT_STOP, PARENT_STOP_NOW, child_env
 from shared.runtime import FAST_PATH, MEDALLION, command_in
-from shared.streaming import BATCH_COMMIT_S, StopRequest
+from shared.stopping import BATCH_COMMIT_S, StopRequest
 
 
 def child_options(config: Config, verbose: bool = False) -> list[str]:
@@ -233,7 +233,7 @@ RUN_OWN_STOP_S = 30.0
 
 def fast_path_stop_within_s(checkpoint_interval: timedelta) -> float:
     """How long the fast path's clean stop may take: its running real-time batch ends at its checkpoint
-    interval and commits (shared.streaming.end_with_running_batch), then its process ends."""
+    interval and commits (shared.stopping.end_with_running_batch), then its process ends."""
     return checkpoint_interval.total_seconds() + BATCH_COMMIT_S + PathProcess.stop_within_s
 
 

@@ -12,7 +12,7 @@ in records, level in event time only where each partition's clicks are spread ev
 
 So a start whose oldest unread click is older than `operational.real_time.catch_up_after` runs the
 same query with the Available-now trigger on the same checkpoint first, and real-time mode after it
-(`shared.streaming.Stage`), or another catch-up while each one halves the backlog. Where the query
+(`shared.stream.Stage`), or another catch-up while each one halves the backlog. Where the query
 resumes comes from its checkpoint; how old the click there is, from its Kafka timestamp.
 """
 

@@ -47,7 +47,7 @@ from shared.rule import (assign_window, count_distinct_clicks_per_window, count_
 from shared.runtime import FAST_PATH, real_time_available
 from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
 from shared.spark_internals import jvm_dataset_transform
-from shared.streaming import Stage, Stream
+from shared.stream import Stage, Stream
 
 
 def watermarked_events(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:

@@ -227,7 +227,7 @@ class QualityConfig(Section):
     earliest_event_time: datetime
     max_clock_skew: Duration
     #: Per stream name, what a row that breaks an expectation does: overrides the policy the
-    #: stream declares (shared.streaming.Stream.policy); analytical.registry rejects unknown names.
+    #: stream declares (shared.stream.Stream.policy); analytical.registry rejects unknown names.
     policies: dict[str, ExpectationPolicy]
 
     @field_validator("earliest_event_time")

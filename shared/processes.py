@@ -68,7 +68,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, PARENT_STOP, PARENT_STOP_NOW)
 
 def stop_signals_interrupt() -> None:
     """SIGTERM interrupts as Ctrl-C does (KeyboardInterrupt) until a command listens for stop requests
-    (`shared.streaming.StopRequest`): a stop that arrives while a command is still starting unwinds
+    (`shared.stopping.StopRequest`): a stop that arrives while a command is still starting unwinds
     through its cleanup and ends it cleanly, instead of ending the process where it stands.
 
     Py4J logs an interrupted call to the JVM as an error with its traceback; here that is the stop

@@ -70,7 +70,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     from shared.kafka import consumer_for, ensure_topics
     from shared.spark import spark_session
     from shared.query_progress import ProgressSummary, batch_boundaries, records_behind
-    from shared.streaming import stop_between_batches, stop_now
+    from shared.stopping import stop_between_batches, stop_now
 
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"

@@ -135,7 +135,7 @@ def recording_children(config: Config, args: argparse.Namespace, start: Callable
     from lakehouse.monitoring.stream_progress import recording, table_location
     from lakehouse.path_processes import stopped_at_the_end
     from shared.processes import stops_deferred
-    from shared.streaming import await_stop
+    from shared.stopping import await_stop
 
     with ExitStack() as started:
         with stops_deferred():  # as in `monitored`; and the children are all started, or none

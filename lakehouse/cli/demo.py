@@ -105,7 +105,8 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     from shared.query_progress import watching
     from shared.runtime import real_time_available
     from shared.spark import spark_session
-    from shared.streaming import await_stop, supervise
+    from shared.stopping import await_stop
+    from shared.streaming import supervise
 
     started_at = time.monotonic()
     demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins

@@ -46,7 +46,7 @@ from shared.broker_readings import BrokerOffsets
 from lakehouse.monitoring.live_consumers import ConsumerReading
 from shared.parsing import PARSE_REASONS
 from shared.query_progress import Offsets, ProgressSummary
-from shared.streaming import Stream
+from shared.stream import Stream
 
 #: Batch durations from a fast-path batch (well under a second) to a backfill's (minutes).
 BATCH_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)

@@ -13,6 +13,9 @@ import time
 import pytest
 
 from shared import query_progress, streaming
+from shared.query_errors import first_line
+from shared.stopping import stop_between_batches
+from shared.stream import Stage
 from shared.errors import LakehouseError
 from shared.progress import ENV, ChangedRows, Progress, echo, tracked
 from tests.conftest import make_config
@@ -342,7 +345,7 @@ def test_a_stage_runs_its_first_query_to_its_end_then_the_next_one_and_counts_bo
 
     said: list[str] = []
     totals = streaming.supervise(
-        {"hot_pages": lambda: streaming.Stage(catch_up, then, why="a backlog", note="caught up")},
+        {"hot_pages": lambda: Stage(catch_up, then, why="a backlog", note="caught up")},
         make_config().operational, seconds=None, report=said.append, status_lines=False)
 
     assert follows == [True]
@@ -366,7 +369,7 @@ def test_a_stop_that_arrives_as_a_stage_ends_starts_no_next_query(monkeypatch):
     catch_up = EndsWithAStop([kafka_batch(n, 100, None, None) for n in range(2)])
     said: list[str] = []
     streaming.supervise(
-        {"hot_pages": lambda: streaming.Stage(catch_up, lambda: pytest.fail("the next step started"),
+        {"hot_pages": lambda: Stage(catch_up, lambda: pytest.fail("the next step started"),
                                               why="a backlog", note="caught up")},
         make_config().operational, seconds=None, report=said.append, status_lines=False)
 
@@ -484,12 +487,12 @@ def test_a_failure_line_carries_the_storages_own_words_from_the_root_of_sparks_e
     failed = Captured("[CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] Error writing state store files. SQLSTATE: 58030\n"
                       "=== Streaming Query ===\nIdentifier: hot_pages", spark)
 
-    assert streaming._first_line(failed) == (
+    assert first_line(failed) == (
         "[CANNOT_WRITE_STATE_STORE.CANNOT_COMMIT] Error writing state store files. SQLSTATE: 58030: caused by "
         "java.nio.file.AccessDeniedException: x/_checkpoints/hot_pages/state/0/0/2.changelog: Writing Object on x/...: "
         "software.amazon.awssdk.services.s3.model.S3Exception: Access Denied (Service: S3, Status Code: 403):AccessDenied")
-    assert streaming._first_line(s3) == s3._desc, "no cause: the first line alone"
-    assert streaming._first_line(Captured("java.io.IOException: 503 Slow Down", Captured("503 Slow Down"))) == \
+    assert first_line(s3) == s3._desc, "no cause: the first line alone"
+    assert first_line(Captured("java.io.IOException: 503 Slow Down", Captured("503 Slow Down"))) == \
         "java.io.IOException: 503 Slow Down", "a cause its message already holds"
 
 
@@ -511,7 +514,7 @@ class BusyQuery:
 def test_a_stop_that_finds_a_query_in_a_batch_all_along_stops_it_there_and_says_so():
     busy, idle = BusyQuery("silver_clicks", in_a_batch=True), BusyQuery("gold_page_clicks_5s", in_a_batch=False)
     lines: list[str] = []
-    streaming.stop_between_batches([busy, idle], wait_s=0.05, report=lines.append)
+    stop_between_batches([busy, idle], wait_s=0.05, report=lines.append)
     assert busy.stopped and idle.stopped
     assert lines == ["[silver_clicks] still in a batch after 0.05 s: stopped in the running batch (nothing is lost: a "
                      "restart runs that batch again; Spark may log the cut-short write as an error)"]
@@ -523,7 +526,7 @@ def test_a_second_stop_stops_a_query_in_a_batch_at_once_instead_of_waiting_for_t
     lines: list[str] = []
     threading.Timer(0.2, hurry.set).start()
     started = time.monotonic()
-    streaming.stop_between_batches([busy], wait_s=20, report=lines.append, hurry=hurry)
+    stop_between_batches([busy], wait_s=20, report=lines.append, hurry=hurry)
     assert busy.stopped and time.monotonic() - started < 10, "the second stop was not heard"
     assert lines == ["[bronze_clicks] stopping between batches (within 20 s); stop again to stop now",
                      "[bronze_clicks] stopped again: stopped in the running batch (nothing is lost: a restart runs "

@@ -1,5 +1,5 @@
 """A second stop ends a command within seconds even when its stop hangs (a query's write stuck on the
-storage does not answer Spark's stop): shared.streaming.StopRequest exits the process then."""
+storage does not answer Spark's stop): shared.stopping.StopRequest exits the process then."""
 
 import signal
 import subprocess
@@ -15,9 +15,9 @@ WITHIN_S = 1.0
 #: A command whose clean stop never ends: it takes the first stop and then hangs.
 HANGING_STOP = f"""
 import sys, time
-from shared import streaming
-streaming.STOP_NOW_WITHIN_S = {WITHIN_S}
-with streaming.StopRequest() as stop:
+from shared import stopping
+stopping.STOP_NOW_WITHIN_S = {WITHIN_S}
+with stopping.StopRequest() as stop:
     print("listening", flush=True)
     while not stop.event.is_set():
         time.sleep(0.05)

@@ -1,0 +1,82 @@
+"""How a streaming query is declared: its name, layer, writer and the tables it writes (`Stream`), and
+what a start function may return instead of a query (`Stage`). Both paths declare their queries this
+way, one per module, beside the transform; `shared.streaming.supervise` runs them as a command."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Literal, Protocol
+
+from shared.config import Config, ExpectationPolicy
+from shared.errors import LakehouseError
+from shared.storage import checkpoint_location
+
+
+class Output(Protocol):
+    """What a stream writes: a Delta table (analytical.tables.Table) or anything else with a name."""
+
+    name: str
+
+
+#: (spark, config, source root, target root) -> the stream's DataStreamWriter, before its query
+#: name, checkpoint and trigger: a rebuild points the same writer at other roots.
+Writer = Callable[[Any, Config, str, str], Any]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """One streaming query, declared once beside its transform, in the module named after it.
+
+    Both paths declare their queries this way; the medallion's registry (analytical.registry) lists
+    its streams, and everything that runs, rebuilds, checks or measures them reads these fields.
+    """
+
+    #: Its query name, its checkpoint folder (<root>/_checkpoints/<name>) and its key in
+    #: `quality.policies`.
+    name: str
+    #: `operational`: the fast path (its trigger `operational.trigger`); `bronze`, `silver`, `gold`: the medallion's layer, which sets its
+    #: trigger (`analytical.triggers.<layer>`) and its place in a rebuild.
+    layer: Literal["operational", "bronze", "silver", "gold"]
+    writer: Writer
+    #: The Delta tables it writes, in the order it creates them.
+    writes: tuple[Output, ...] = ()
+    #: What a row that breaks one of its expectations does, unless `quality.policies.<name>` says
+    #: otherwise; None when the stream checks no expectations.
+    policy: ExpectationPolicy | None = None
+
+    def writer_at(self, spark: Any, config: Config, source_root: str, target_root: str) -> Any:
+        """Its writer, named, with its checkpoint under `target_root`: all it lacks is a trigger."""
+        return (
+            self.writer(spark, config, source_root, target_root)
+            .queryName(self.name)
+            .option("checkpointLocation", checkpoint_location(target_root, self.name))
+        )
+
+    def trigger_interval(self, config: Config) -> timedelta:
+        """Its processing-time trigger when it runs continuously (0: the next batch as soon as one ends)."""
+        return config.operational.trigger if self.layer == "operational" else getattr(config.analytical.triggers, self.layer)
+
+    def allowed_lateness(self, config: Config) -> timedelta:
+        """How far its event-time watermark stays behind the newest event it has seen."""
+        return config.hot_pages.watermark if self.layer == "operational" else config.analytical.watermark
+
+    def expectation_policy(self, config: Config) -> ExpectationPolicy:
+        """The policy in force: the configured one, else the declared one."""
+        declared = self.policy
+        if declared is None:
+            raise LakehouseError(f"the {self.name} stream checks no expectations, so it has no policy")
+        return config.quality.policies.get(self.name, declared)
+
+
+@dataclass(frozen=True)
+class Stage:
+    """What a start function may return instead of a query: a query that runs first, and what starts
+    once it has finished on its own (a real-time start that catches up first: operational.catch_up).
+    `supervise` says `why` as `query` starts, and `note` as `then` starts."""
+
+    query: Any
+    then: Callable[[], Any]
+    why: str
+    note: str
