@@ -3,7 +3,7 @@
   silver/clicks (Delta stream) -> watermark `analytical.watermark` -> Kafka append times observed
   (gold's freshness) -> per micro-batch: clicks of closed windows dropped as late -> shared rule:
   count per page and window -> added to the table's counts of the minutes it touches, once
-  (analytical.tables.upsert with a Txn)
+  (analytical.writes.upsert with a Txn)
 
 No state store: each batch counts its own clicks as a plain aggregation and adds them to the
 windows' counts in the table, which is where the counts live. The table's row is therefore always
@@ -32,7 +32,8 @@ from analytical import silver_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.quality import (Suite, between, equal, expectation_metrics, metrics_name, not_null, passing, unique,
                                 with_failed_expectation)
-from analytical.tables import Prune, Table, Txn, cached, upsert, written_by
+from analytical.tables import Table
+from analytical.writes import Prune, Txn, cached, upsert, written_by
 from shared.checkpoints import batch_watermark_ms, query_id
 from shared.config import Config, HotPagesConfig
 from shared.errors import LakehouseError

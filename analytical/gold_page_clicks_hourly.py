@@ -2,7 +2,7 @@
 
   gold/page_clicks_5s's change feed (Delta stream) -> watermark on windowStart -> per page and hour:
   each window's change added (its new count and isHot, less the old) and its newest count's maximum
-  -> written into the table (analytical.tables.upsert)
+  -> written into the table (analytical.writes.upsert)
 
 The hour is a roll-up of gold/page_clicks_5s, read as the rows that table's writes removed and
 added (each write replaces the rows of the minutes it changed), so it cannot disagree with the
@@ -34,7 +34,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from analytical import gold_page_clicks_5s
 from analytical.quality import Suite, between, equal, not_null, unique
-from analytical.tables import Prune, Table, checked_upsert_stream
+from analytical.tables import Table
+from analytical.writes import Prune, checked_upsert_stream
 from shared.config import Config
 from shared.durations import spark_interval
 

@@ -18,7 +18,7 @@ The stream checks `suite`'s expectations on each valid event under its policy (d
 `quality.policies.silver_clicks` overrides it; analytical.quality): under `drop`, an event that
 breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
-Both are written by appending the rows the table does not hold yet (analytical.tables.insert_new):
+Both are written by appending the rows the table does not hold yet (analytical.writes.insert_new):
 a replayed micro-batch finds its rows already there and adds nothing.
 """
 
@@ -45,7 +45,8 @@ from analytical.quality import (
 )
 from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
-from analytical.tables import Prune, Table, cached, insert_new, same_keys
+from analytical.tables import Table
+from analytical.writes import Prune, cached, insert_new, same_keys
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks

@@ -16,7 +16,8 @@ from pyspark.sql.types import LongType, StringType, StructField, StructType, Tim
 
 from analytical.gold_page_clicks_5s import read_silver
 from analytical.quality import Suite, between, not_null, unique
-from analytical.tables import Prune, Table, checked_upsert_stream
+from analytical.tables import Table
+from analytical.writes import Prune, checked_upsert_stream
 from shared.config import Config
 from shared.rule import count_clicks_per_window
 

@@ -13,8 +13,9 @@ from chispa import assert_df_equality
 from pyspark.sql import functions as F
 
 from analytical.gold_page_clicks_5s import page_clicks_5s
-from analytical import tables
-from analytical.tables import Prune, create_if_missing, insert_new, upsert
+from analytical import writes
+from analytical.tables import create_if_missing
+from analytical.writes import Prune, insert_new, upsert
 from operational.hot_pages import hot_page_alerts
 from shared.rule import same_event
 from tests.conftest import make_config
@@ -160,12 +161,12 @@ def test_the_replaced_cells_are_the_batch_s_minutes_with_adjacent_ones_joined(sp
     batch = spark.createDataFrame([(start,) for start in starts], "start string").select(
         F.to_timestamp("start").alias("windowStart"))
 
-    assert tables._cells(batch, Prune("windowStart", "windowStart")) == (
+    assert writes._cells(batch, Prune("windowStart", "windowStart")) == (
         "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00.000000'"
         " AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00.000000')"
         " OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00.000000'"
         " AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00.000000')")
-    assert tables._cells(batch.where("windowStart IS NULL"), Prune("windowStart", "windowStart")) is None
+    assert writes._cells(batch.where("windowStart IS NULL"), Prune("windowStart", "windowStart")) is None
 
 
 def test_a_correction_rewrites_the_minutes_it_changes_and_leaves_older_rows_in_their_file(spark, tmp_path):

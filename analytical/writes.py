@@ -1,0 +1,252 @@
+"""The two ways the medallion's layers write their tables, so that a micro-batch replayed after a
+failure cannot add a row twice (silver and gold are written from `foreachBatch`):
+  - `insert_new` (silver clicks and quarantine): appends only the rows the table does not hold yet,
+    found by their keys' hash without shuffling the table's rows;
+  - `upsert` (gold): replaces the rows of the minutes the batch changed with absolute values, so
+    writing the same batch twice changes nothing.
+Each write carries a literal range on the target (`Prune`), so Delta reads only the files whose
+min/max statistics overlap the batch instead of the whole table: the time of a micro-batch does not
+grow with history. Writes are clustered by the range's column, so that each file holds a narrow
+range, which the next batches' ranges then skip. Where no file of gold may hold a row in a batch's
+range (a backfill's history, a new block of it), nothing can be replaced, and `upsert` appends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming import DataStreamWriter
+from pyspark.sql.types import TimestampType
+
+from analytical.quality import metrics_name, passing, with_expectations
+from analytical.tables import Table
+from shared.config import Config
+from shared.stream import Stream
+
+
+@dataclass(frozen=True)
+class Prune:
+    """A target column and the batch column whose [min - margin, max + margin] bounds it."""
+
+    target_column: str
+    batch_column: str
+    margin: str | None = None  # a Spark interval, e.g. '10 minutes'
+
+    def condition(self, batch: DataFrame) -> str | None:
+        """The literal range as SQL on the target (alias t), or None when the batch is empty."""
+        value = F.col(self.batch_column)
+        is_time = isinstance(batch.schema[self.batch_column].dataType, TimestampType)
+        low, high = batch.agg(*(_as_text(bound(value), is_time) for bound in (F.min, F.max))).first()
+        if low is None:
+            return None
+        column = f"t.`{self.target_column}`"
+        lower, upper = (f"TIMESTAMP'{low}'", f"TIMESTAMP'{high}'") if is_time else (str(low), str(high))
+        if self.margin:
+            lower, upper = f"{lower} - INTERVAL {self.margin}", f"{upper} + INTERVAL {self.margin}"
+        return f"{column} BETWEEN {lower} AND {upper}"
+
+
+#: Rows per file that `insert_new` and `upsert` write, each task's rows sorted by the range's column:
+#: each file then holds a narrow range, a small part of a backfill's history. Sorted within the
+#: tasks, not across them: a global sort samples its input first, which recomputes silver's
+#: de-duplication.
+FILE_ROWS = 100_000
+
+
+def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, prune: Prune,
+               bounds_from: DataFrame | None = None) -> None:
+    """Append the rows of `batch` that `match` (SQL on s = batch, t = table) finds no row for in
+    `prune`'s range. `match` requires the `keys` columns equal and may compare only them and
+    `prune`'s target column.
+
+    An insert-only MERGE would shuffle every row of the range to join it with the batch: silver's
+    range is the watermark's ten minutes of events, 12 million rows at 20,000 events/s, for each
+    micro-batch. Instead the range is first narrowed to the rows whose keys' hash the batch holds,
+    streamed past the batch's hashes broadcast to every task, and `match` runs against those few
+    (analytical/README.md, "Silver's writes without a MERGE"). The append commits alone: only the
+    table's own stream writes it (its checkpoint's lock), and a replayed batch finds its rows.
+
+    `bounds_from`: a cheaper frame with the same range on the prune column and every key of `batch`
+    (e.g. `batch` before a de-duplication), so that neither evaluates `batch` once more.
+
+        insert_new(events, path, ("eventId",), "t.eventId = s.eventId", Prune("eventTime", "eventTime", "1 hour"))
+    """
+    source = batch if bounds_from is None else bounds_from
+    bounds = prune.condition(source)
+    if bounds is None:
+        return  # an empty batch: no commit
+    target = batch.sparkSession.read.format("delta").load(path)
+    batch_keys = source.select(F.xxhash64(*keys).alias(_KEY_HASH)).distinct()
+    candidates = (target.alias("t").where(bounds).select(*dict.fromkeys((*keys, prune.target_column)))
+                  .withColumn(_KEY_HASH, F.xxhash64(*keys))
+                  .join(F.broadcast(batch_keys), _KEY_HASH, "left_semi").drop(_KEY_HASH))
+    new = batch.alias("s").join(F.broadcast(candidates).alias("t"), F.expr(match), "left_anti")
+    _write(new.select(*target.columns), path, prune)
+
+
+@dataclass(frozen=True)
+class Txn:
+    """A write Delta makes once (its idempotent writes, `txnAppId`/`txnVersion`): the commit records
+    the pair, and a later write of the same app at that version or below commits nothing. A stream's
+    batch whose write must not be repeated (it adds to the table) passes (its query's id, its batch id).
+    """
+
+    app_id: str
+    version: int
+
+    @property
+    def user_metadata(self) -> str:
+        """What the commit's `userMetadata` says of it, so that the table's history names its writer."""
+        return f"{self.app_id}/{self.version}"
+
+
+def written_by(spark: SparkSession, path: str, app_id: str) -> bool:
+    """Whether any commit of the table at `path` was a `Txn` of `app_id`."""
+    from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
+
+    history = DeltaTable.forPath(spark, path).history().where(F.col("userMetadata").startswith(f"{app_id}/"))
+    return not history.isEmpty()
+
+
+def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune,
+           combine: Callable[[DataFrame, DataFrame], DataFrame] | None = None, txn: Txn | None = None) -> None:
+    """Write `batch` (one row per key) over the table: its rows replace those with the same `keys`,
+    the others are added. The values are absolute, so writing the same batch twice changes nothing.
+    `combine(held, batch)`: instead of replacing, the rows to write from the table's rows of the cells
+    (`held`) and the batch; with `combine(empty, batch)` equal to `batch`, since a write with nothing
+    held appends the batch. `txn`: the write made once (a combined write is not repeatable).
+
+    One commit (Delta's `replaceWhere`) replaces every row of each REPLACED_CELL (on
+    `prune.target_column`) that the batch holds a row in: the table's other rows of those cells,
+    then the batch, each task's rows sorted on the column, FILE_ROWS a file. What a batch rewrites
+    is bounded by the cells it changed, however large the table grows. A MERGE's would not be:
+    copy-on-write rewrites each file it matches whole, into the files it writes with the batch, and
+    a live batch always matches the file the batch before it wrote, so every row of the table would
+    be carried into each batch's file (analytical/README.md, "Gold's writes bounded by the minutes
+    they change").
+
+    Where no file of the table may hold a row of those cells (a backfill's history, a new block of
+    it), Delta's data skipping says so from the files' statistics without reading a row, and the
+    batch is appended.
+
+        windows of 10:00:00-10:00:05 (new) and 09:52:30 (a late correction) replace the rows of the
+        minutes 10:00 and 09:52; every other row of the table stays in its file
+    """
+    cells = _cells(batch, prune)
+    if cells is None:
+        return  # an empty batch: no commit
+    target = batch.sparkSession.read.format("delta").load(path)
+    rows = batch.select(*target.columns)
+    held = target.where(cells)
+    if not held.inputFiles():
+        _write(rows, path, prune, txn=txn)
+        return
+    written = (held.join(batch.select(*keys), list(keys), "left_anti").unionByName(rows) if combine is None
+               else combine(held, rows).select(*target.columns))
+    _write(written, path, prune, replace_where=cells, txn=txn)
+
+
+def same_keys(keys: tuple[str, ...]) -> str:
+    """SQL on t = table, s = batch: the `keys` columns equal on both sides.
+
+        same_keys(("pageId", "windowStart")) == "t.`pageId` = s.`pageId` AND t.`windowStart` = s.`windowStart`"
+    """
+    return " AND ".join(f"t.`{key}` = s.`{key}`" for key in keys)
+
+
+#: What `upsert` rewrites: every row of each minute of the range's column that its batch holds a row in.
+REPLACED_CELL = "minute"
+
+
+def _cells(batch: DataFrame, prune: Prune) -> str | None:
+    """SQL on the table: `prune.target_column` within the REPLACED_CELLs that `prune.batch_column`
+    falls in, adjacent cells joined into one range; None when the batch is empty.
+
+        "(`windowStart` >= TIMESTAMP'2026-11-22 09:52:00.000000'
+          AND `windowStart` < TIMESTAMP'2026-11-22 09:53:00.000000')
+         OR (`windowStart` >= TIMESTAMP'2026-11-22 10:00:00.000000'
+          AND `windowStart` < TIMESTAMP'2026-11-22 10:02:00.000000')"
+    """
+    cell = F.col("cell")
+    bounds = (batch.select(F.date_trunc(REPLACED_CELL, F.col(prune.batch_column)).alias("cell"))
+              .where(cell.isNotNull()).distinct()  # before the formatting: text for each cell, not each row
+              .select(cell, _as_text(cell, is_time=True).alias("start"),
+                      _as_text(cell + F.expr(f"INTERVAL 1 {REPLACED_CELL}"), is_time=True).alias("end"))
+              .orderBy("cell").collect())
+    ranges: list[list[str]] = []
+    for _, start, end in bounds:
+        if ranges and ranges[-1][1] == start:
+            ranges[-1][1] = end
+        else:
+            ranges.append([start, end])
+    column = f"`{prune.target_column}`"
+    return " OR ".join(f"({column} >= TIMESTAMP'{start}' AND {column} < TIMESTAMP'{end}')"
+                       for start, end in ranges) or None
+
+
+#: The hash of a row's keys, a column `insert_new` adds for its semi-join.
+_KEY_HASH = "_keyHash"
+
+
+def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None = None, txn: Txn | None = None) -> None:
+    """Append `rows` (the table's columns), or with `replace_where` replace the table's rows it
+    selects by them; each task's rows sorted on the range's column, FILE_ROWS a file; once per `txn`."""
+    writer = (rows.sortWithinPartitions(prune.target_column)
+              .write.format("delta").option("maxRecordsPerFile", FILE_ROWS))
+    if txn is not None:
+        writer = (writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
+                  .option("userMetadata", txn.user_metadata))
+    if replace_where is None:
+        writer.mode("append").save(path)
+    else:
+        writer.mode("overwrite").option("replaceWhere", replace_where).save(path)
+
+
+@contextmanager
+def cached(batch: DataFrame) -> Iterator[DataFrame]:
+    """`batch` persisted for the block, and unpersisted when the block succeeds.
+
+    When the block fails (a query stopped mid-batch interrupts it) the cache is left to Spark's
+    cleaner: the cancelled job's tasks may still be reading it, and unpersisting under them logged
+    `ERROR Executor: ... Block rdd_50_1 does not exist` on every such stop.
+    """
+    batch.persist()
+    yield batch
+    batch.unpersist()
+
+
+def upsert_stream(rows: DataFrame, table: Table, root: str, keys: tuple[str, ...], prune: Prune,
+                  output_mode: str, keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
+    """A stream that writes each micro-batch of `rows`, through `keep`, over `table` under `root` (`upsert`).
+
+    Gold's writers. The table is created first. Each batch is persisted for the passes over it (its
+    cells, then the write): recomputing a stateful batch would redo the aggregation.
+    """
+    path = table.create(rows.sparkSession, root, rows.transform(keep).schema)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        with cached(batch):
+            upsert(batch.transform(keep), path, keys, prune)
+
+    return rows.writeStream.outputMode(output_mode).foreachBatch(write_batch)
+
+
+def checked_upsert_stream(rows: DataFrame, stream: Stream, config: Config, root: str, keys: tuple[str, ...],
+                          prune: Prune, output_mode: str) -> DataStreamWriter:
+    """A gold writer: `rows` checked against its table's suite under the stream's policy as they
+    stream (analytical.quality), then written over the table (`upsert_stream`) without the rows the
+    policy drops."""
+    [table] = stream.writes
+    policy = stream.expectation_policy(config)
+    checked = rows.transform(with_expectations, table.suite(config), policy, metrics_name(stream.name))
+    return upsert_stream(checked, table, root, keys, prune, output_mode, keep=lambda batch: passing(batch, policy))
+
+
+def _as_text(bound: Column, is_time: bool) -> Column:
+    """A min/max as literal text: timestamps formatted in the session time zone, which is also how
+    the TIMESTAMP'...' literal is read back (a Python datetime would shift by the OS time zone)."""
+    return F.date_format(bound, "yyyy-MM-dd HH:mm:ss.SSSSSS") if is_time else bound
