@@ -229,7 +229,8 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
     dict it yields receives, at the end, how many scrapes there were and their mean duration."""
     from operational.hot_pages import STREAM
     from shared.broker_readings import BrokerOffsets
-    from lakehouse.monitoring.metrics import QueryFacts, serving
+    from lakehouse.monitoring.metrics import QueryFacts
+    from lakehouse.monitoring.metrics_endpoint import serving
     from shared.query_progress import watching
     from lakehouse.services.prometheus import PrometheusServer, missing_reason, tools
 

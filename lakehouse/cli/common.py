@@ -99,7 +99,8 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
     from shared.processes import stops_deferred
     from lakehouse.monitoring.live_consumers import consumer_readings
     from shared.broker_readings import BrokerOffsets
-    from lakehouse.monitoring.metrics import QueryFacts, require_free_port, serving
+    from lakehouse.monitoring.metrics import QueryFacts
+    from lakehouse.monitoring.metrics_endpoint import require_free_port, serving
     from lakehouse.monitoring.stream_progress import recording, table_location
     from shared.query_progress import watching
     from shared.runtime import current

@@ -2,17 +2,16 @@
 
 `lakehouse operational`, `analytical` and `run` (each of run's two processes) serve them over HTTP
 at `metrics.bind_address` and their path's port (`metrics.operational_port`, `metrics.analytical_port`)
-while their queries run (`serving`). The session's listener (shared.query_progress.watching)
+while their queries run (lakehouse.monitoring.metrics_endpoint). The session's listener (shared.query_progress.watching)
 hands every report to `QueryMetrics`, which keeps the counters and the last values. Some series are
 computed when Prometheus scrapes, because their point is to move when the query does not:
 
   - the Kafka lag: the broker's newest offsets now (shared.broker_readings) minus the offsets the
     query has processed; a frozen or starved query's lag keeps growing here;
   - the watermark's delay behind the wall clock;
-  - for a query in real-time mode, whose batch reports come once per checkpoint interval: its Kafka
-    consumers' own metrics (lakehouse.monitoring.live_consumers) give the lag live, stamp the last progress while
-    they poll, and say what the running batch has read, which advances the input rows counter; its
-    alerts are counted on the alerts topic itself, and the newest alert's time is read from there.
+  - for a query in real-time mode, whose batch reports come once per checkpoint interval: its running
+    batch, followed live (lakehouse.monitoring.running_batches): the lag, what it has read, its alerts
+    on the topic, and whether its end is overdue.
 
 Gold's freshness (`lakehouse_gold_freshness_seconds`) comes with each gold_page_clicks_5s report: the
 batch observes its clicks' Kafka times at 100 quantiles, and its end turns them into ages, each
@@ -25,25 +24,21 @@ apply. conf/prometheus/ holds the scrape configuration, the alerting rules and a
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, disable_created_metrics,
-                               start_http_server)
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector,
+                               disable_created_metrics)
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
-from prometheus_client.utils import floatToGoString
 
-from shared.config import Config, MetricsConfig
-from shared.broker_readings import BrokerOffsets
-from lakehouse.monitoring.live_consumers import ConsumerReading
+from shared.config import Config
+from lakehouse.monitoring.running_batches import LiveReadings, RunningBatches
+from lakehouse.monitoring.weighted_histogram import WeightedHistogram
 from shared.parsing import PARSE_REASONS
 from shared.query_progress import Offsets, ProgressSummary
 from shared.stream import Stream
@@ -54,15 +49,6 @@ BATCH_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
 FRESHNESS_SECONDS_BUCKETS = (2, 5, 10, 15, 20, 30, 45, 60, 90, 120, 300, 600, 1800, 3600)
 #: The broker's newest offsets of the given topics, or None when the broker does not answer.
 LatestOffsets = Callable[[Iterable[str]], Offsets | None]
-#: This JVM's Kafka consumers by topic (lakehouse.monitoring.live_consumers.consumer_readings bound to a session).
-LiveReadings = Callable[[], Mapping[str, ConsumerReading]]
-#: How long a scrape waits for the JVM's consumer metrics. A JVM that does not answer (frozen, in a
-#: long GC pause) must not hold the scrape past Prometheus' timeout, which would read as the process
-#: being down; without the reading the lag is the broker's offsets minus the last batch's, and grows.
-LIVE_READING_WITHIN_S = 0.5
-#: A real-time batch ends every checkpoint interval; one not ended this many intervals after the last
-#: is overdue: its commit is not finishing.
-OVERDUE_AFTER_INTERVALS = 2
 #: The Unix time of the newest record on a topic, or None (empty, or the broker does not answer).
 NewestRecordTime = Callable[[str], float | None]
 
@@ -119,19 +105,13 @@ class QueryMetrics(Collector):
         self.facts = dict(facts)
         self._latest_offsets = latest_offsets
         self._clock = clock
-        self._live = live
         self._newest_record_time = newest_record_time
-        self._live_counted: dict[str, dict[int, int]] = {}  # query -> batch id -> its rows counted live
-        self._live_waiting = False  # a reading still waits for the JVM: no second one is sent after it
-        self._alerts_baseline: dict[str, int] = {}  # alerting query -> its topic's records when it started
-        self._alerts_counted: dict[str, int] = {}  # alerting query -> records counted on its topic since
         self._lock = threading.Lock()
+        self._batches = RunningBatches(self._lock, live)
         self._processed: dict[str, Offsets] = {}  # query -> offsets its last batch ended at
         self._latest_seen: dict[str, Offsets] = {}  # query -> the broker's offsets at its last batch
         self._watermark: dict[str, float] = {}  # query -> watermark, seconds since the epoch
-        self._counted: dict[str, tuple[str, int]] = {}  # query -> (run id, batch id) last counted
         self._freshness: dict[str, WeightedHistogram] = {}  # query -> its clicks' freshness, when it observes them
-        self._last_batch_end: dict[str, float] = {}  # real-time query -> when its last batch ended (or it started)
         disable_created_metrics()  # no `_created` twin per counter: Prometheus 2 does not use them
         self.registry = registry = CollectorRegistry(auto_describe=True)
         registry.register(self)  # collected first: a scrape's live readings reach the counters it then reads
@@ -175,8 +155,7 @@ class QueryMetrics(Collector):
     def started(self, query: str, run_id: str = "") -> None:
         self.up.labels(query).set(1)
         self.last_progress.labels(query).set(self._clock())
-        with self._lock:
-            self._last_batch_end[query] = self._clock()
+        alerts_on_topic = None
         for counter in (self.failures, self.batches, self.input_rows, self.late_dropped):
             counter.labels(query)  # at 0 until something is counted
         facts = self.facts.get(query)
@@ -192,17 +171,15 @@ class QueryMetrics(Collector):
             self.real_time.labels(query).set(1 if facts.real_time else 0)
             if facts.real_time and facts.alerts_topic and self._latest_offsets:
                 on_topic = self._latest_offsets([facts.alerts_topic])
-                if on_topic is not None:
-                    with self._lock:
-                        self._alerts_baseline.setdefault(query, sum(on_topic.values()))
+                alerts_on_topic = None if on_topic is None else sum(on_topic.values())
+        self._batches.started(query, self._clock(), alerts_on_topic)
 
     def idle(self, query: str) -> None:
         self.last_progress.labels(query).set(self._clock())
 
     def terminated(self, query: str, run_id: str, error: str | None) -> None:
         self.up.labels(query).set(0)
-        with self._lock:
-            self._last_batch_end.pop(query, None)  # no batch is running to be overdue
+        self._batches.terminated(query)
         if error is not None:
             self.failures.labels(query).inc()
 
@@ -218,22 +195,15 @@ class QueryMetrics(Collector):
             watermark = _seconds(summary.watermark)
             if watermark:  # the epoch: no event seen yet, no watermark to be late by
                 self._watermark[query] = watermark
-            batch = (str(summary.run_id), summary.batch_id)
-            if self._counted.get(query) == batch:
+            if not self._batches.first_report_locked(query, str(summary.run_id), summary.batch_id):
                 return
-            self._counted[query] = batch
         self._count_batch(summary)
 
     def _count_batch(self, summary: ProgressSummary) -> None:
         query, facts = summary.name, self.facts.get(summary.name)
         seconds = summary.duration_ms / 1000
         self.batches.labels(query).inc()
-        with self._lock:  # what the scrapes already counted of this batch while it ran
-            self._last_batch_end[query] = self._clock()
-            counted_live = self._live_counted.get(query, {})
-            already = counted_live.pop(summary.batch_id, 0)
-            for earlier in [batch for batch in counted_live if batch < summary.batch_id]:
-                del counted_live[earlier]
+        already = self._batches.ended(query, summary.batch_id, self._clock())  # counted by scrapes as it ran
         self.input_rows.labels(query).inc(max(0, summary.input_rows - already))
         self.input_rate.labels(query).set(summary.input_rate)
         self.processed_rate.labels(query).set(summary.processed_rate)
@@ -265,17 +235,15 @@ class QueryMetrics(Collector):
         delay, lag, reading, last_alert, overdue = self._live_families()
         now = self._clock()
         with self._lock:
-            batch_ends = dict(self._last_batch_end)
             watermarks = dict(self._watermark)
             processed = {query: dict(offsets) for query, offsets in self._processed.items()}
             seen = {query: dict(offsets) for query, offsets in self._latest_seen.items()}
-            running = {query: self._running_batch(query) for query in processed}
+            running = {query: self._batches.running_batch_locked(query) for query in processed}
         for query, watermark in sorted(watermarks.items()):
             delay.add_metric([query], now - watermark)
-        for query, ended in sorted(batch_ends.items()):
-            facts = self.facts.get(query)
-            if facts and facts.real_time and facts.batch_interval_s:
-                overdue.add_metric([query], max(0.0, now - ended - OVERDUE_AFTER_INTERVALS * facts.batch_interval_s))
+        intervals = {query: facts.batch_interval_s for query, facts in self.facts.items() if facts.real_time}
+        for query, seconds in self._batches.overdue(now, intervals):
+            overdue.add_metric([query], seconds)
         followed = {query: facts for query, facts in self.facts.items() if facts.real_time}
         topics = {topic for offsets in processed.values() for topic, _ in offsets} | {
             topic for facts in followed.values() for topic in (facts.source_topic, facts.alerts_topic) if topic}
@@ -286,7 +254,7 @@ class QueryMetrics(Collector):
             for topic in {topic for topic, _ in offsets}:
                 behind[(query, topic)] = sum(max(newest.get(key, end) - end, 0)
                                              for key, end in offsets.items() if key[0] == topic)
-        consumers = self._consumer_readings() if followed else {}
+        consumers = self._batches.consumer_readings() if followed else {}
         for query, facts in sorted(followed.items()):
             live = consumers.get(facts.source_topic or "")
             if live is not None:  # the running batch, between its reports
@@ -297,9 +265,13 @@ class QueryMetrics(Collector):
                                    - processed[query].get((facts.source_topic, partition), 0))
                                for partition, partition_lag in live.lags.items())
                     reading.add_metric([query], read)
-                    self._count_running_batch(query, read, running[query])
+                    more = self._batches.more_read(query, read, running[query])
+                    if more:
+                        self.input_rows.labels(query).inc(more)
             if facts.alerts_topic and latest is not None:
-                self._count_alerts_on_topic(query, facts.alerts_topic, latest)
+                more = self._batches.more_alerts(query, facts.alerts_topic, latest)
+                if more:
+                    self.alerts.labels(query).inc(more)
         for (query, topic), records in sorted(behind.items()):
             lag.add_metric([query, topic], records)
         for query, facts in sorted(self.facts.items()):
@@ -317,63 +289,6 @@ class QueryMetrics(Collector):
             for query, histogram in sorted(self._freshness.items()):
                 freshness.add_metric([query], histogram.cumulative(), histogram.total)
         yield freshness
-
-    def _consumer_readings(self) -> Mapping[str, ConsumerReading]:
-        """The live readings, or none when the JVM does not answer within LIVE_READING_WITHIN_S or
-        fails: a scrape must answer, and the batch reports still count."""
-        if not self._live:
-            return {}
-        with self._lock:
-            if self._live_waiting:
-                return {}
-            self._live_waiting = True
-        answer: dict[str, ConsumerReading] = {}
-        done = threading.Event()
-
-        def read() -> None:
-            try:
-                answer.update(self._live())
-            except Exception:
-                pass
-            finally:
-                with self._lock:
-                    self._live_waiting = False
-                done.set()
-
-        threading.Thread(target=read, name="live-consumer-reading", daemon=True).start()
-        return dict(answer) if done.wait(LIVE_READING_WITHIN_S) else {}
-
-    def _running_batch(self, query: str) -> int:
-        """The id of the batch after the last one counted (call with the lock held)."""
-        return self._counted[query][1] + 1 if query in self._counted else 0
-
-    def _count_running_batch(self, query: str, read: int, batch: int) -> None:
-        """The running batch's reads so far advance the input rows counter; its report later adds
-        only the rest (`_count_batch`). `read` was measured from the offsets the batch before `batch`
-        ended at: when a report has come in since, it counted those reads itself, and this reading
-        is dropped."""
-        with self._lock:
-            if self._running_batch(query) != batch:
-                return
-            counted = self._live_counted.setdefault(query, {})
-            more = read - counted.get(batch, 0)
-            if more > 0:
-                counted[batch] = read
-        if more > 0:
-            self.input_rows.labels(query).inc(more)
-
-    def _count_alerts_on_topic(self, query: str, topic: str, latest: Offsets) -> None:
-        """A real-time query's alerts, counted as records on its alerts topic since it started."""
-        on_topic = sum(offset for (name, _), offset in latest.items() if name == topic)
-        with self._lock:
-            if query not in self._alerts_baseline:
-                return
-            emitted = on_topic - self._alerts_baseline[query]
-            more = emitted - self._alerts_counted.get(query, 0)
-            if more > 0:
-                self._alerts_counted[query] = emitted
-        if more > 0:
-            self.alerts.labels(query).inc(more)
 
     @staticmethod
     def _live_families() -> tuple[GaugeMetricFamily, ...]:
@@ -402,65 +317,8 @@ class QueryMetrics(Collector):
                                      "window to gold (each batch's clicks at 100 quantiles)", labels=["query"])
 
 
-class WeightedHistogram:
-    """A Prometheus histogram whose observations carry a weight: a batch's freshness arrives as 100
-    quantiles, each standing for 1% of its clicks (prometheus_client's Histogram counts one per call).
-
-        histogram = WeightedHistogram((5, 60))
-        histogram.add([(3.0, 2.0), (70.0, 0.5)])
-        histogram.cumulative()  # [("5.0", 2.0), ("60.0", 2.0), ("+Inf", 2.5)]; histogram.total == 41.0
-    """
-
-    def __init__(self, bounds: Iterable[float]):
-        self.bounds = tuple(bounds)
-        self.counts = [0.0] * (len(self.bounds) + 1)  # the last: above every bound
-        self.total = 0.0
-
-    def add(self, observations: Iterable[tuple[float, float]]) -> None:
-        for value, weight in observations:
-            self.counts[bisect.bisect_left(self.bounds, value)] += weight
-            self.total += value * weight
-
-    def cumulative(self) -> list[tuple[str, float]]:
-        """(le, observations at or below it) per bound and +Inf, as the exposition format wants them."""
-        running = list(itertools.accumulate(self.counts))
-        return [(floatToGoString(bound), count) for bound, count in zip(self.bounds, running)] + [("+Inf", running[-1])]
-
-
 def _seconds(instant: str | None) -> float | None:
     if not instant:
         return None
     seconds = datetime.fromisoformat(instant.replace("Z", "+00:00")).timestamp()
     return seconds if seconds > 0 else None
-
-
-def require_free_port(settings: MetricsConfig, application: str) -> None:
-    """A ServiceError naming the key when the path's metrics port is taken (nothing when disabled)."""
-    from lakehouse.services.daemon import require_free_ports
-
-    if settings.enabled:
-        require_free_ports(settings.bind_address, {f"metrics.{application}_port": settings.port(application)})
-
-
-@contextmanager
-def serving(settings: MetricsConfig, application: str, facts: Mapping[str, QueryFacts],
-            latest_offsets: LatestOffsets | None = None, live: LiveReadings | None = None) -> Iterator[QueryMetrics | None]:
-    """`QueryMetrics` for the path's `application` (operational, analytical), served over HTTP on
-    its configured port while the block runs; None when `metrics.enabled` is false. `live`: the
-    session's running batches (real-time queries are followed between their reports)."""
-    if not settings.enabled:
-        yield None
-        return
-    require_free_port(settings, application)
-    newest = latest_offsets.newest_timestamp if isinstance(latest_offsets, BrokerOffsets) else None
-    metrics = QueryMetrics(facts, latest_offsets, live=live, newest_record_time=newest)
-    server, thread = start_http_server(settings.port(application), addr=settings.bind_address,
-                                       registry=metrics.registry)
-    try:
-        yield metrics
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-        if isinstance(latest_offsets, BrokerOffsets):
-            latest_offsets.close()

@@ -16,7 +16,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from shared.config import load_config
 from shared.errors import LakehouseError
 from lakehouse.monitoring.live_consumers import ConsumerReading
-from lakehouse.monitoring.metrics import LIVE_READING_WITHIN_S, QueryFacts, QueryMetrics, serving
+from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics
+from lakehouse.monitoring.metrics_endpoint import serving
+from lakehouse.monitoring.running_batches import LIVE_READING_WITHIN_S
 from shared.query_progress import ProgressSummary
 from lakehouse.services.daemon import free_port
 from tests.helpers import wait_for
