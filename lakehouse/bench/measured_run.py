@@ -231,7 +231,7 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
     from shared.broker_readings import BrokerOffsets
     from lakehouse.monitoring.metrics import QueryFacts
     from lakehouse.monitoring.metrics_endpoint import serving
-    from shared.query_progress import watching
+    from shared.query_events import watching
     from lakehouse.services.prometheus import PrometheusServer, missing_reason, tools
 
     if tools() is None:

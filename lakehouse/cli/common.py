@@ -102,7 +102,7 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
     from lakehouse.monitoring.metrics import QueryFacts
     from lakehouse.monitoring.metrics_endpoint import require_free_port, serving
     from lakehouse.monitoring.stream_progress import recording, table_location
-    from shared.query_progress import watching
+    from shared.query_events import watching
     from shared.runtime import current
     from shared.spark import spark_session
 

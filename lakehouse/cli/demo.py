@@ -102,7 +102,7 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     from shared.checkpoint_locks import empty_keeping_locks, exclusive
     from lakehouse.monitoring.stream_progress import recording, table_location
     from lakehouse.path_processes import FastPathProcess, MedallionProcess, stopped_at_the_end
-    from shared.query_progress import watching
+    from shared.query_events import watching
     from shared.runtime import real_time_available
     from shared.spark import spark_session
     from shared.stopping import await_stop

@@ -2,7 +2,7 @@
 
 `lakehouse operational`, `analytical` and `run` (each of run's two processes) serve them over HTTP
 at `metrics.bind_address` and their path's port (`metrics.operational_port`, `metrics.analytical_port`)
-while their queries run (lakehouse.monitoring.metrics_endpoint). The session's listener (shared.query_progress.watching)
+while their queries run (lakehouse.monitoring.metrics_endpoint). The session's listener (shared.query_events.watching)
 hands every report to `QueryMetrics`, which keeps the counters and the last values. Some series are
 computed when Prometheus scrapes, because their point is to move when the query does not:
 

@@ -1,6 +1,6 @@
 """Every query's progress, kept: a recorder that fills the Delta table ops/stream_progress.
 
-The recorder watches the application's queries (shared.query_progress.watching): it is given each
+The recorder watches the application's queries (shared.query_events.watching): it is given each
 batch's progress of every query (both paths under `lakehouse run`). It only queues a flat row, so a
 batch never waits on a write; `ProgressRecorder.flush` appends what is queued in one Delta commit,
 every `monitoring.flush_interval_s` and when the command ends. `lakehouse status` reads the table back (`SUMMARY_SQL`).

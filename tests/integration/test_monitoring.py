@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from lakehouse.monitoring.stream_progress import recording
-from shared.query_progress import watching
+from shared.query_events import watching
 from tests.helpers import wait_for
 
 

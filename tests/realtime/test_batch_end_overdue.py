@@ -14,7 +14,7 @@ from operational import hot_pages
 from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics
 from lakehouse.monitoring.running_queries import activity_line, query_rows
 from lakehouse.services.object_store import EmbeddedObjectStore
-from shared.query_progress import watching
+from shared.query_events import watching
 from tests.conftest import make_config
 from tests.helpers import wait_for
 

@@ -15,7 +15,7 @@ from operational import hot_pages
 from shared.broker_readings import BrokerOffsets
 from lakehouse.monitoring.live_consumers import consumer_readings
 from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics
-from shared.query_progress import watching
+from shared.query_events import watching
 from tests.helpers import click, send, wait_for
 from tests.realtime.conftest import THRESHOLD
 
