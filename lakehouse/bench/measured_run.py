@@ -232,7 +232,8 @@ def scraped_endpoint(spark: Any, config: Config, every_s: float, folder: Path) -
     from lakehouse.monitoring.metrics import QueryFacts
     from lakehouse.monitoring.metrics_endpoint import serving
     from shared.query_events import watching
-    from lakehouse.services.prometheus import PrometheusServer, missing_reason, tools
+    from lakehouse.services.prometheus import missing_reason, tools
+    from lakehouse.services.prometheus_server import PrometheusServer
 
     if tools() is None:
         raise LakehouseError(f"a scraped run needs Prometheus: {missing_reason()}")

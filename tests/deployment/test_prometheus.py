@@ -17,7 +17,7 @@ import yaml
 
 from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
-from lakehouse.services import prometheus
+from lakehouse.services import prometheus, prometheus_server
 from tests.helpers import LAKEHOUSE, wait_for
 from shared.runtime import FAST_PATH
 from tests.processes import child_jvms, children_running
@@ -62,7 +62,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         "operational.mode=real-time", "operational.real_time.checkpoint_interval=10 seconds",
         "analytical.niceness=0", "analytical.triggers.bronze=1 second", "analytical.triggers.silver=2 seconds",
         "analytical.triggers.gold=2 seconds")]
-    server = prometheus.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
+    server = prometheus_server.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
                                          log_file=tmp_path / "prometheus.log", found=prometheus_tools)
     run_log = tmp_path / "run.log"
     processes: list[subprocess.Popen] = []

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from shared import PROJECT_ROOT
-from lakehouse.services import prometheus
+from lakehouse.services import prometheus, prometheus_server
 from lakehouse.services.daemon import free_port
 from tests.helpers import wait_for
 from tests.prometheus_rules import FOR, RANGE, compressed
@@ -190,7 +190,7 @@ def test_a_live_prometheus_scrapes_and_fires_query_down_for_a_query_and_for_a_de
             {"targets": [live], "labels": {"path": "operational"}},
             {"targets": [dead], "labels": {"path": "analytical"}}]}],
     }))
-    server = prometheus.PrometheusServer(config, tmp_path / "data", log_file=tmp_path / "prometheus.log",
+    server = prometheus_server.PrometheusServer(config, tmp_path / "data", log_file=tmp_path / "prometheus.log",
                                          found=tools)
     try:
         server.start()
