@@ -12,19 +12,8 @@ waits for (`pendingWindows`):
     in the version of silver that the gold stream has read (from its checkpoint); or the medallion
     is stopped and bronze, silver and gold have each read everything before them.
 
-For each window, the fast path's count is derived again from the data, record by record: every
-valid record of bronze is placed in the hot-pages micro-batch that read its Kafka offset (the
-stream's checkpoint log keeps, per batch, the offsets it read up to and its watermark); a record
-the stream never read is not processed; one whose event time was at or before the previous
-batch's watermark was dropped as late; a copy of an eventId counts once per page and window (the
-fast path counts each window's distinct eventIds), so a copy stamped with another window or page
-than its first copy counts there too. Gold's side is silver: the events gold counts.
-
-In real-time mode a window's highest alert record carries the largest doubling of the crossing count
-that the window reached (`shared.rule.alerted_count`), so that is what each count is compared as; and
-its watermark moves only at batch ends, so a batch counts every click after the watermark it started
-with, even one its own later clicks have put behind the watermark (no click is "maybe late" there).
-A window where the alert and gold disagree is explained when the derived count reproduces the
+For each window, the fast path's count is derived again from the data, record by record
+(analytical.fast_path_model); gold's side is silver: the events gold counts. A window where the alert and gold disagree is explained when the derived count reproduces the
 alerted one (or, without an alert, stays at or under the threshold). Its cause is the category of
 record that accounts for most of the difference (CAUSES, in that order on a tie). A window the
 data does not reproduce, such as an alert no record supports, is `unexplained`.
@@ -33,25 +22,23 @@ data does not reproduce, such as an alert no record supports, is `unexplained`.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import datetime, timezone
 from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.closed_windows import fast_path_still_counting, medallion_still_counting, topic_end, version_read_by
 from analytical.fast_path_history import FastPathHistory
+from analytical.fast_path_model import fast_path_model, horizon, in_range, reported_count
 from analytical.tables import read_table
 from shared.alerts import ALERTING_QUERY
 from shared.alerts_topic import AlertBook, latest_alerts
 from shared.checkpoints import read_checkpoint_log
 from shared.config import Config
-from shared.parsing import parse_clicks, valid_clicks
-from shared.rule import DISTINCT_PER, alerted_count, assign_window
+from shared.rule import assign_window
 from shared.schema import ALERT_TIMESTAMP_FORMAT
 
 #: Every cause a difference can have, in the order that breaks ties. The text is the definition.
@@ -71,8 +58,6 @@ CAUSES: dict[str, str] = {
 }
 UNEXPLAINED = "unexplained"
 
-_MICROS = 1000
-_BUCKET = 100_000  # offsets per join bucket when placing records in micro-batches
 _OUTPUT_TIME = "yyyy-MM-dd'T'HH:mm:ss.SSS'Z'"
 _WINDOW = ["pageId", "windowStart", "windowEnd"]
 
@@ -90,7 +75,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(ALERTING_QUERY)),
                                        config.kafka.topics.clicks)
 
-    events = silver.select("eventId", "pageId", "eventTime").transform(_in_range, start, end, _horizon(config))
+    events = silver.select("eventId", "pageId", "eventTime").transform(in_range, start, end, horizon(config))
     newest_ms = silver.agg(F.unix_millis(F.max("eventTime"))).first()[0]
     gold_closed_ms = -1 if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
     fast_closed_ms = -1 if history.closed_up_to_ms is None else history.closed_up_to_ms
@@ -103,7 +88,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
         window_end = F.unix_millis("windowEnd")
         rows = (
             windows.where(F.col("operationalCount").isNotNull() | F.col("goldHot"))
-            .transform(_in_range, start, end, column="windowStart")
+            .transform(in_range, start, end, column="windowStart")
             .withColumn("openInFastPath", F.lit(open_paths["fast path"] is not None) & (window_end > fast_closed_ms))
             .withColumn("openInGold", F.lit(open_paths["gold"] is not None) & (window_end > gold_closed_ms))
             .withColumn("closed", ~F.col("openInFastPath") & ~F.col("openInGold"))
@@ -116,120 +101,9 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
                     open_paths)
 
 
-def reported_count(config: Config) -> Callable[[int], int | None]:
-    """The count a window's highest alert record carries when the window's count is `count`: the
-    count itself in micro-batch mode (each batch writes it), the largest doubling of the crossing
-    count not above it in real-time mode (CONTRACT.md, "Alerts")."""
-    if config.operational.mode == "real-time":
-        return lambda count: alerted_count(count, config.hot_pages.threshold)
-    return lambda count: count
-
-
-@contextmanager
-def fast_path_model(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,
-                    start: datetime | None = None, end: datetime | None = None) -> Iterator[DataFrame]:
-    """The reconciliation's model of the fast path: every valid bronze record with what the fast path
-    did to it (`fate`: counted, late, maybe_late, duplicate, unprocessed, unknown), cached for the block.
-
-    It restates the rule's streaming semantics (late dropping, the de-duplication horizon) record by
-    record; tests/spark/test_rule_agreement.py holds it against the fast path's own transform.
-    """
-    placed = _place_in_batches(spark, bronze, config, history, start, end, _horizon(config)).persist()
-    try:
-        yield _mark_duplicates(placed, config.hot_pages.window)
-    finally:
-        placed.unpersist()
-
-
-def _horizon(config: Config) -> Column:
-    """How far beyond [start, end) an event can still matter: copies within gold's watermark."""
-    return F.expr(f"INTERVAL {int(config.analytical.watermark.total_seconds())} SECONDS")
-
-
 def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:
     """The last silver version the gold stream has fully read; None (the latest) without its checkpoint."""
     return version_read_by(spark, config, gold_page_clicks_5s.STREAM.name)
-
-
-def _in_range(rows: DataFrame, start: datetime | None, end: datetime | None, margin=timedelta(0),
-              column: str = "eventTime") -> DataFrame:
-    """Rows whose `column` is in [start - margin, end + margin); either bound may be open. Events
-    that can matter for windows in [start, end) have copies within the dedup horizon (`margin`); a
-    window is in the range by its start (`column="windowStart"`, no margin)."""
-    if start is not None:
-        rows = rows.where(F.col(column) >= F.lit(start) - margin)
-    if end is not None:
-        rows = rows.where(F.col(column) < F.lit(end) + margin)
-    return rows
-
-
-def _place_in_batches(spark: SparkSession, bronze: DataFrame, config: Config, history: FastPathHistory,
-                      start: datetime | None, end: datetime | None, margin) -> DataFrame:
-    """Every valid bronze record with the micro-batch that read it and what the watermark did (`fate`).
-
-    unprocessed: never read; unknown: read in a batch whose history is purged; late: at or before
-    the watermark the batch filtered late rows with (the previous batch's); maybe_late: between that
-    and the batch's own watermark (Spark's choice between the two is an implementation detail, so
-    both outcomes are allowed); counted, until `_mark_duplicates` looks at the copies.
-    """
-    records = (
-        bronze.where(F.col("topic") == config.kafka.topics.clicks)
-        .transform(parse_clicks, config.quality, KAFKA_TIMESTAMP)
-        .transform(valid_clicks)
-        .select("eventId", "pageId", "eventTime", "partition", "offset")
-        .transform(_in_range, start, end, margin)
-        .withColumn("bucket", F.floor(F.col("offset") / _BUCKET))
-    )
-    ranges = spark.createDataFrame(
-        history.ranges,
-        "rangePartition int, rangeStart long, rangeEnd long, batchId long, lateWm long, evictWm long",
-    ).withColumn("rangeBucket", F.explode(F.sequence(
-        F.floor(F.col("rangeStart") / _BUCKET), F.floor(F.greatest(F.col("rangeEnd") - 1, F.col("rangeStart")) / _BUCKET))))
-    offset = F.col("offset")
-    placed = records.join(
-        F.broadcast(ranges),
-        (F.col("partition") == F.col("rangePartition")) & (F.col("bucket") == F.col("rangeBucket"))
-        & (offset >= F.col("rangeStart")) & (offset < F.col("rangeEnd")),
-        "left",
-    ).drop("bucket", "rangeBucket", "rangePartition", "rangeStart", "rangeEnd")
-    micros = F.unix_micros("eventTime")
-    late, maybe_late = micros <= F.col("lateWm") * _MICROS, micros <= F.col("evictWm") * _MICROS
-    if config.operational.mode == "real-time":
-        # The watermark moves only at batch ends: a batch counts every click after the watermark it
-        # started with, however far its own clicks move the event time on.
-        maybe_late = F.lit(False)
-        if config.operational.real_time.state_operator == "transform-with-state":
-            # One processor, which drops a click whose window ended at or before that watermark.
-            window_us = int(config.hot_pages.window.total_seconds() * 1_000_000)
-            late = (F.floor(micros / window_us) + 1) * window_us <= F.col("evictWm") * _MICROS
-    return placed.withColumn(
-        "fate",
-        F.when(F.col("batchId").isNull(), "unprocessed")
-        .when(F.col("lateWm") < 0, "unknown")
-        .when(late, "late")
-        .when(maybe_late, "maybe_late")
-        .otherwise("counted"),
-    )
-
-
-def _mark_duplicates(placed: DataFrame, window: timedelta) -> DataFrame:
-    """`placed` with fate `duplicate` for the copies the fast path's count did not add.
-
-    A page's window counts the set of its eventIds, and a window is evicted only once the watermark
-    has passed its end (after which its events are late): a counted copy adds nothing when its
-    page's window holds the eventId from an earlier record; a maybe-late copy adds nothing when
-    the window counted the eventId, and at most one maybe-late copy of an eventId can add one.
-    """
-    fate = F.col("fate")
-    candidate = fate.isin("counted", "maybe_late")
-    copies = Window.partitionBy(*DISTINCT_PER).orderBy(  # counted copies first, then maybe-late ones
-        F.when(fate == "counted", 0).when(fate == "maybe_late", 1).otherwise(2), "batchId", "partition", "offset")
-    return (
-        placed.transform(assign_window, window)
-        .withColumn("_copy", F.when(candidate, F.row_number().over(copies)))
-        .withColumn("fate", F.when(F.col("_copy") > 1, "duplicate").otherwise(F.col("fate")))
-        .drop("_copy", "windowStart", "windowEnd")
-    )
 
 
 def _alerts_frame(spark: SparkSession, book: AlertBook) -> DataFrame:

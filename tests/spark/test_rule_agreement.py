@@ -1,7 +1,7 @@
 """The reconciliation's model of the fast path, and time-to-alert's crossing clicks, agree with the
 fast path's own transform.
 
-The model (`analytical.reconciliation.fast_path_model`) restates the rule record by record, in order
+The model (`analytical.fast_path_model.fast_path_model`) restates the rule record by record, in order
 to explain differences with gold. A change to the rule (`shared/rule.py`) or to the parsing that the
 model does not follow makes the two disagree here: on one static frame read in one micro-batch (no
 watermark yet, so nothing is late), every window must get the same count from both.
@@ -16,7 +16,7 @@ import pytest
 from pyspark.sql import functions as F
 
 from analytical.fast_path_history import FastPathHistory
-from analytical.reconciliation import fast_path_model
+from analytical.fast_path_model import fast_path_model
 from operational.hot_pages import hot_page_alerts, watermarked_events
 from lakehouse.bench.time_to_alert import crossing_clicks
 from shared.rule import (alerted_count, assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
