@@ -66,101 +66,124 @@ def supervise(
     `stop`: the caller's StopRequest, when one stop must end several calls (each layer of a backfill);
     else one of its own.
     """
-    totals = {name: RunningTotals() for name in starters}
+    queries = _Queries(starters, settings, report)
     changed_rows = ChangedRows(report)
-    restarts = dict.fromkeys(starters, 0)
-    running: dict[str, Any] = {}
-    restart_at: dict[str, float] = {}
-    then_start: dict[str, Stage] = {}
     deadline = time.monotonic() + seconds if seconds else None
-
-    def launch(name: str, start: Callable[[], Any]) -> None:
-        started = start()
-        then_start.pop(name, None)
-        why = ""
-        if isinstance(started, Stage):
-            then_start[name], why, started = started, f": {started.why}", started.query
-        running[name] = started
-        report(f"[{name}] started (query id {started.id}){why}")
-
-    def restart_later(name: str, message: str) -> None:
-        """Another failure in the query's row: restart it after the backoff, or give up after max_restarts."""
-        if restarts[name] >= settings.max_restarts:
-            raise LakehouseError(f"the {name} query failed: {message}")
-        restarts[name] += 1
-        backoff = min(settings.restart_backoff_s * 2 ** (restarts[name] - 1), MAX_BACKOFF_S)
-        report(f"[{name}] failed ({message}); restart {restarts[name]}/{settings.max_restarts} "
-               f"from its checkpoint in {backoff:g} s")
-        restart_at[name] = time.monotonic() + backoff
-
     with StopRequest() if stop is None else nullcontext(stop) as stop:
         try:
-            for name, start in starters.items():
-                try:
-                    launch(name, start)
-                except LakehouseError:
-                    raise
-                except Exception as error:
-                    if refused_by_analysis(error):  # the same plan would be refused at every start
-                        raise LakehouseError(f"the {name} query could not start: {first_line(error)}") from None
-                    restart_later(name, f"its start failed: {first_line(error)}")  # a storage or broker hiccup
+            for name in starters:
+                queries.start_first(name)
             next_status = time.monotonic() + settings.status_interval_s
             next_tick = time.monotonic() + TICK_S
-            while running or restart_at:
+            while queries.running or queries.restart_at:
                 done = until is not None and time.monotonic() >= next_status and until()
                 if stop.event.is_set() or (deadline and time.monotonic() >= deadline) or done:
                     why = "stop requested" if stop.event.is_set() else "done" if done else f"{seconds:g} s elapsed"
-                    report(f"[{', '.join(running)}] {why}: stopping")
+                    report(f"[{', '.join(queries.running)}] {why}: stopping")
                     break
-                for name, query in list(running.items()):
-                    if totals[name].add(query.recentProgress) is not None:
-                        restarts[name] = 0  # it completed a micro-batch: the failures in a row are over
-                    if query.isActive:
-                        continue
-                    del running[name]
-                    error = query.exception()
-                    if error is None and name in then_start:
-                        stage = then_start[name]
-                        if stop.event.is_set():  # (arrived since the loop's check: the next stage would be cut short)
-                            report(f"[{name}] {stage.note}; stop requested: stopped before the next step")
-                            continue
-                        report(f"[{name}] {stage.note}")
-                        launch(name, stage.then)
-                        continue
-                    if error is None:
-                        report(f"[{name}] finished")
-                        continue
-                    if raised_on_purpose(error):
-                        raise LakehouseError(f"the {name} query failed: {first_line(error)}")
-                    restart_later(name, first_line(error))
-                for name, when in list(restart_at.items()):
-                    if time.monotonic() >= when:
-                        del restart_at[name]
-                        try:
-                            launch(name, starters[name])
-                        except Exception as error:  # its start failed too (the broker still restarting, say)
-                            restart_later(name, f"its restart failed: {first_line(error)}")
+                for name, query in list(queries.running.items()):
+                    queries.look_at(name, query, stop.event)
+                queries.restart_those_due()
                 if on_tick is not None and time.monotonic() >= next_tick:
-                    on_tick(totals)
+                    on_tick(queries.totals)
                     next_tick = time.monotonic() + TICK_S
                 if time.monotonic() >= next_status:
-                    for name in running if status_lines else ():
-                        if totals[name].latest is not None:
-                            changed_rows(status_line(name, totals[name].latest, totals[name]))
+                    for name in queries.running if status_lines else ():
+                        totals = queries.totals[name]
+                        if totals.latest is not None:
+                            changed_rows(status_line(name, totals.latest, totals))
                     if on_status is not None:
                         on_status()
                     next_status = time.monotonic() + settings.status_interval_s
-                _wait_for_a_change(running, stop.event, POLL_S)
+                _wait_for_a_change(queries.running, stop.event, POLL_S)
         finally:
+            running = queries.running
             if real_time_batch is None:
                 stop_between_batches(list(running.values()), report=report, hurry=stop.again)
             else:
                 end_with_running_batch(running, real_time_batch.total_seconds() + BATCH_COMMIT_S, report, stop.again)
             for name, query in running.items():
-                totals[name].add(query.recentProgress)
+                queries.totals[name].add(query.recentProgress)
             if on_status is not None:
                 on_status()
-    return totals
+    return queries.totals
+
+
+class _Queries:
+    """`supervise`'s queries: the running ones, their totals, their failures in a row and the restarts
+    they wait for, and the next step of a `Stage`."""
+
+    def __init__(self, starters: Mapping[str, Callable[[], Any]], settings: Supervision,
+                 report: Callable[[str], None]):
+        self.starters, self.settings, self.report = starters, settings, report
+        self.totals = {name: RunningTotals() for name in starters}
+        self.running: dict[str, Any] = {}
+        self.restart_at: dict[str, float] = {}
+        self._failures_in_a_row = dict.fromkeys(starters, 0)
+        self._then_start: dict[str, Stage] = {}
+
+    def launch(self, name: str, start: Callable[[], Any]) -> None:
+        started = start()
+        self._then_start.pop(name, None)
+        why = ""
+        if isinstance(started, Stage):
+            self._then_start[name], why, started = started, f": {started.why}", started.query
+        self.running[name] = started
+        self.report(f"[{name}] started (query id {started.id}){why}")
+
+    def start_first(self, name: str) -> None:
+        """The query's first start: a start Spark's analysis refuses ends the command (the same plan is
+        refused at every start); one that fails otherwise (a storage or broker hiccup) is retried."""
+        try:
+            self.launch(name, self.starters[name])
+        except LakehouseError:
+            raise
+        except Exception as error:
+            if refused_by_analysis(error):
+                raise LakehouseError(f"the {name} query could not start: {first_line(error)}") from None
+            self.restart_later(name, f"its start failed: {first_line(error)}")
+
+    def restart_later(self, name: str, message: str) -> None:
+        """Another failure in the query's row: restart it after the backoff, or give up after max_restarts."""
+        settings, failures = self.settings, self._failures_in_a_row
+        if failures[name] >= settings.max_restarts:
+            raise LakehouseError(f"the {name} query failed: {message}")
+        failures[name] += 1
+        backoff = min(settings.restart_backoff_s * 2 ** (failures[name] - 1), MAX_BACKOFF_S)
+        self.report(f"[{name}] failed ({message}); restart {failures[name]}/{settings.max_restarts} "
+                    f"from its checkpoint in {backoff:g} s")
+        self.restart_at[name] = time.monotonic() + backoff
+
+    def look_at(self, name: str, query: Any, stop: threading.Event) -> None:
+        """Count the query's new batches; once it has ended: its next step, its end, or its failure."""
+        if self.totals[name].add(query.recentProgress) is not None:
+            self._failures_in_a_row[name] = 0  # it completed a micro-batch: the failures in a row are over
+        if query.isActive:
+            return
+        del self.running[name]
+        error = query.exception()
+        if error is None and name in self._then_start:
+            stage = self._then_start[name]
+            if stop.is_set():  # (arrived since the loop's check: the next stage would be cut short)
+                self.report(f"[{name}] {stage.note}; stop requested: stopped before the next step")
+                return
+            self.report(f"[{name}] {stage.note}")
+            self.launch(name, stage.then)
+        elif error is None:
+            self.report(f"[{name}] finished")
+        elif raised_on_purpose(error):
+            raise LakehouseError(f"the {name} query failed: {first_line(error)}")
+        else:
+            self.restart_later(name, first_line(error))
+
+    def restart_those_due(self) -> None:
+        for name, when in list(self.restart_at.items()):
+            if time.monotonic() >= when:
+                del self.restart_at[name]
+                try:
+                    self.launch(name, self.starters[name])
+                except Exception as error:  # its start failed too (the broker still restarting, say)
+                    self.restart_later(name, f"its restart failed: {first_line(error)}")
 
 
 def _wait_for_a_change(running: Mapping[str, Any], stop: threading.Event, seconds: float) -> None:
