@@ -26,7 +26,8 @@ from shared.runtime import RUNTIMES, current
 def write_archive(report=print) -> Path:
     """Run a small Spark and Delta workload in this process's JVM and keep its classes (about 40 s)."""
     from shared.config import load_config, with_overrides
-    from shared.spark import spark_session, stop_and_await_jvm
+    from shared.spark import spark_session
+    from shared.spark_jvm import stop_and_await_jvm
 
     target = archive_path()
     if target.is_file():

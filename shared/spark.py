@@ -11,21 +11,18 @@ nothing else in the project builds one.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
 from shared import PROJECT_ROOT
-from shared.config import Config
+from shared.config import Config, SparkConfig
 from shared.object_store import S3Access, is_s3, require_reachable
 from shared.storage import local_folder
 from shared.jvm import class_archive_option, jars, java_executable
-from shared.processes import dying_with_parent
 from shared.runtime import current as current_runtime
-from shared.spark_internals import disconnect_py4j
+from shared.spark_jvm import launching
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -110,31 +107,8 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         "spark.scheduler.allocation.file": str(PROJECT_ROOT / "conf" / "fairscheduler.xml"),
     }
     if runtime.delta:
-        settings |= {
-            "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
-            "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
-            # Delta's SQL parser drops the values of named parameters (`spark.sql(text, args=...)`) on
-            # Spark 4.1: every `:name` is then UNBOUND_SQL_PARAMETER (delta-io/delta#7640). The
-            # legacy substitution binds them after parsing, which the trend questions need.
-            "spark.sql.legacy.parameterSubstitution.constantsOnly": "true",
-        }
-    if spark.state_store == "rocksdb":
-        prefix = "spark.sql.streaming.stateStore.rocksdb"
-        settings |= {
-            "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
-            CHANGELOG_CHECKPOINTING: str(spark.rocksdb.changelog_checkpointing).lower(),
-            f"{prefix}.boundedMemoryUsage": str(spark.rocksdb.bounded_memory).lower(),
-            f"{prefix}.maxMemoryUsageMB": str(spark.rocksdb.max_memory_mb),
-            # Counting a state store's rows reads each key before it is written or removed, in the
-            # fast path's eviction and in every gold batch (operational/ and analytical/README.md).
-            f"{prefix}.trackTotalNumberOfRows": str(spark.rocksdb.count_rows).lower(),
-        }
-    else:
-        settings["spark.sql.streaming.stateStore.providerClass"] = HDFS_PROVIDER
-    if local_folder(config.storage.root) is not None:
-        settings["spark.sql.streaming.checkpointFileManagerClass"] = LOCAL_CHECKPOINT_MANAGER
-    if is_s3(config.storage.root):
-        settings |= S3Access.of(config.storage.s3).spark_settings()
+        settings |= DELTA_SETTINGS
+    settings |= _state_store_settings(spark) | _storage_settings(config)
     project_java_options = {key: settings[key] for key in JAVA_OPTIONS_KEYS}
     settings |= {key: str(value) for key, value in spark.conf.items()}
     if application == "operational" and config.operational.mode == "real-time":
@@ -150,6 +124,41 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
     in_process = spark.known_warnings == "hide" and settings["spark.master"].startswith("local")
     settings["spark.driver.extraJavaOptions"] += f" -Dlakehouse.inProcessHeartbeat={'DENY' if in_process else 'NEUTRAL'}"
     return settings
+
+
+#: What Delta needs in a session of the medallion's runtime.
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+    # Delta's SQL parser drops the values of named parameters (`spark.sql(text, args=...)`) on
+    # Spark 4.1: every `:name` is then UNBOUND_SQL_PARAMETER (delta-io/delta#7640). The
+    # legacy substitution binds them after parsing, which the trend questions need.
+    "spark.sql.legacy.parameterSubstitution.constantsOnly": "true",
+}
+
+
+def _state_store_settings(spark: SparkConfig) -> dict[str, str]:
+    """The state store `spark.state_store` names, and RocksDB's settings."""
+    if spark.state_store != "rocksdb":
+        return {"spark.sql.streaming.stateStore.providerClass": HDFS_PROVIDER}
+    prefix = "spark.sql.streaming.stateStore.rocksdb"
+    return {
+        "spark.sql.streaming.stateStore.providerClass": ROCKSDB_PROVIDER,
+        CHANGELOG_CHECKPOINTING: str(spark.rocksdb.changelog_checkpointing).lower(),
+        f"{prefix}.boundedMemoryUsage": str(spark.rocksdb.bounded_memory).lower(),
+        f"{prefix}.maxMemoryUsageMB": str(spark.rocksdb.max_memory_mb),
+        # Counting a state store's rows reads each key before it is written or removed, in the
+        # fast path's eviction and in every gold batch (operational/ and analytical/README.md).
+        f"{prefix}.trackTotalNumberOfRows": str(spark.rocksdb.count_rows).lower(),
+    }
+
+
+def _storage_settings(config: Config) -> dict[str, str]:
+    """What the storage root needs: a local folder's checkpoint file manager, S3's settings."""
+    root = config.storage.root
+    settings = {"spark.sql.streaming.checkpointFileManagerClass": LOCAL_CHECKPOINT_MANAGER} \
+        if local_folder(root) is not None else {}
+    return settings | (S3Access.of(config.storage.s3).spark_settings() if is_s3(root) else {})
 
 
 def real_time_conf(config: Config) -> dict[str, str]:
@@ -195,11 +204,8 @@ def spark_session(config: Config, class_archive: bool = True, application: Appli
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    noise = JVM_NOISE if config.spark.known_warnings == "hide" else ()
-    with _stdout_to_stderr(), _jvm_dying_with_this_process(noise):  # the JVM starts now
+    with launching(quiet=config.spark.known_warnings == "hide"):  # the JVM starts now
         session = builder.getOrCreate()
-    global _session_made
-    _session_made = True
     session.sparkContext.setLogLevel(config.spark.log_level)
     return session
 
@@ -209,130 +215,6 @@ def _on_loopback(master: str) -> bool:
     driver there too."""
     host = master.partition("://")[2].rsplit(":", 1)[0]
     return host in ("localhost", "::1") or host.startswith("127.")
-
-
-_launched_jvm: "subprocess.Popen | None" = None
-#: Whether this process's session was made (the JVM it launched reached a working SparkContext).
-_session_made = False
-
-#: What the JVM itself prints that no user can act on (log4j's own noise is filtered in
-#: conf/log4j2.properties): Spark's launcher always adds the incubating vector module, and the JVM
-#: announces it at every start.
-JVM_NOISE = (b"WARNING: Using incubator modules: jdk.incubator.vector",)
-
-
-def _relay_stderr(pipe, noise: tuple[bytes, ...]) -> None:
-    """Copy the JVM's stderr (Spark's log lines) to this process's, line by line, without `noise`."""
-    for line in iter(pipe.readline, b""):
-        if line.strip() not in noise:
-            os.write(2, line)
-
-#: How long a process that ends normally waits for its Spark JVM's own shutdown (see below).
-JVM_EXIT_WAIT_S = 60
-
-
-@contextmanager
-def _jvm_dying_with_this_process(noise: tuple[bytes, ...] = ()) -> Iterator[None]:
-    """Have the kernel SIGKILL the Spark JVM that PySpark launches when this process dies.
-
-    Left to itself the JVM notices its driver's death when its stdin closes and then runs Spark's
-    shutdown hooks, its queries still writing meanwhile, for seconds on a loaded machine, during
-    which a restart waits for the checkpoints. PySpark offers no hook on the
-    launch, so its `Popen` is wrapped for the duration of the launch only. The signal follows the
-    thread that started the JVM, so only the main thread (which lives as long as the process) arms it.
-
-    A process that ends normally must still let the JVM run those hooks (they delete Spark's
-    temporary folders): at exit it closes the JVM's stdin and waits for it, as PySpark's gateway
-    expects, before the kernel's signal can cut it short.
-
-    The JVM ignores SIGINT and SIGTERM (PySpark's own launch ignores only SIGINT): a stop sent to
-    every process at once (a terminal's Ctrl-C to the group, systemd's control-group stop) reaches
-    this process, which stops its queries cleanly through the JVM and then lets it end; without
-    this, the JVM ran its shutdown hooks under the clean stop and took the session with it.
-    """
-    import atexit
-    import threading
-
-    from pyspark import java_gateway
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    launch = java_gateway.Popen
-
-    def launch_dying_with_us(command, preexec_fn=None, **kwargs):
-        global _launched_jvm
-
-        def deaf_to_stops() -> None:  # in the child, before exec: HotSpot keeps a stop signal ignored at its start
-            if preexec_fn is not None:
-                preexec_fn()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(signum, signal.SIG_IGN)
-
-        _launched_jvm = launch(dying_with_parent(command), stderr=subprocess.PIPE, preexec_fn=deaf_to_stops, **kwargs)
-        threading.Thread(target=_relay_stderr, args=(_launched_jvm.stderr, noise), name="jvm-stderr",
-                         daemon=True).start()
-        atexit.register(_let_the_jvm_exit, _launched_jvm)
-        return _launched_jvm
-
-    java_gateway.Popen = launch_dying_with_us
-    try:
-        yield
-    finally:
-        java_gateway.Popen = launch
-
-
-def stop_and_await_jvm(spark: "SparkSession") -> None:
-    """Stop `spark` and wait for the JVM this process launched to exit (its shutdown hooks run)."""
-    spark.stop()
-    if _launched_jvm is not None:
-        _let_the_jvm_exit(_launched_jvm)
-
-
-def _let_the_jvm_exit(jvm: "subprocess.Popen") -> None:
-    if jvm.poll() is None and not _session_made:
-        # Its start was interrupted (a stop while the command started): it may not read its stdin
-        # yet, its shutdown hooks would fail on the half-made context, and nothing ran to shut down.
-        jvm.kill()
-        jvm.wait()
-        return
-    if jvm.poll() is None and jvm.stdin is not None:
-        _quiet_accumulator_server()
-        disconnect_py4j()
-        jvm.stdin.close()
-        try:
-            jvm.wait(timeout=JVM_EXIT_WAIT_S)
-        except subprocess.TimeoutExpired:
-            pass  # the kernel kills it as this process ends
-
-
-def _quiet_accumulator_server() -> None:
-    """PySpark's accumulator server reads from a socket the JVM closes as it exits; while this
-    process still lives, that read fails and socketserver prints the traceback to stderr, after the
-    command's last word. This process is ending: the server's errors no longer matter."""
-    from pyspark import accumulators
-
-    for name in ("AccumulatorTCPServer", "AccumulatorUnixServer"):
-        server_class = getattr(accumulators, name, None)
-        if server_class is not None:
-            server_class.handle_error = lambda self, request, client_address: None
-
-
-@contextmanager
-def _stdout_to_stderr() -> Iterator[None]:
-    """Point file descriptor 1 at stderr for a while.
-
-    The JVM that PySpark launches inherits it: what Spark or Delta print (VACUUM's "Deleted N
-    files", ...) goes to stderr with the logs, and stdout carries only the command's results.
-    """
-    sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
 
 
 @contextmanager
