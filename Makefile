@@ -115,14 +115,11 @@ SECOND_LANE := tests/deployment/test_benchmarks.py
 FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 # A second pytest of the medallion's runtime runs these modules beside the first's unit, spark and other
 # integration tests: in-process streams and backfills keep about one core busy each (one Spark job at a
-# time), two keep both; with the deployment tier, DEPLOYMENT.md's object-storage walk too (its commands'
-# processes only), so that the first's deployment suite does not wait for it after the barrier. The first's
-# commands, crash and deployment tiers wait for both other pytests to end
+# time), two keep both. The first's commands, crash and deployment tiers wait for both other pytests to end
 # (LAKEHOUSE_TESTS_AFTER_PIDS, tests/tiers.py), for the reason above.
 LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py \
         tests/integration/test_quality.py) \
-        $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py) \
-        $(if $(filter deployment,$(TIERS)),tests/deployment/test_object_storage_walk.py))
+        $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
 	@status=0; fast=; lane=; fast_log=$$(mktemp); lane_log=$$(mktemp); \

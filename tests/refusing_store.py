@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
@@ -24,12 +25,12 @@ _NOT_PASSED_ON = {"connection", "keep-alive", "transfer-encoding", "content-leng
 
 class RefusingStore:
     """The proxy: `endpoint` for clients, `refuse` (path -> bool, or None) what to deny, `refused`
-    the paths it has denied."""
+    the paths it has denied, each with when (time.monotonic())."""
 
     def __init__(self, upstream: str):
         self.upstream = urlsplit(upstream)
         self.refuse: Callable[[str], bool] | None = None
-        self.refused: list[str] = []
+        self.refused: list[tuple[float, str]] = []
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self.endpoint = f"http://127.0.0.1:{self._server.server_address[1]}"
@@ -57,7 +58,7 @@ class RefusingStore:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 path = urlsplit(self.path).path
                 if self.command in ("PUT", "POST") and store.refuse is not None and store.refuse(path):
-                    store.refused.append(path)
+                    store.refused.append((time.monotonic(), path))
                     self._answer(403, "Forbidden", [("Content-Type", "application/xml")], ACCESS_DENIED)
                     return
                 upstream = http.client.HTTPConnection(store.upstream.hostname, store.upstream.port, timeout=120)

@@ -136,7 +136,7 @@ def test_a_batch_with_nothing_in_its_range_is_appended_in_files_of_narrow_ranges
     early = [(f"/p{n}", at(f"00:00:{n:02d}"), n + 1) for n in range(20)]
     noon = [(f"/p{n}", at(f"12:00:{n:02d}"), n + 100) for n in range(20)]
     evening = [("/p0", at("18:00:00"), 7)]
-    monkeypatch.setattr(tables, "FILE_ROWS", 20)
+    monkeypatch.setattr(writes, "FILE_ROWS", 20)
     upsert(spark.createDataFrame(noon + early, schema).coalesce(1), path, ("pageId", "windowStart"), prune)
     upsert(spark.createDataFrame(evening, schema), path, ("pageId", "windowStart"), prune)
     upsert(spark.createDataFrame(noon, schema), path, ("pageId", "windowStart"), prune)  # a replay
