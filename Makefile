@@ -139,7 +139,7 @@ test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta
 	$(if $(LANE),$(BIN)/pytest $(LANE) $(MOVED) -m "$(MARKERS)" $(call junit,medallion-2) $(PYTEST_ARGS) > "$$lane_log" 2>&1 & lane=$$!;) \
 	$(if $(IDLE_LANE),LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" LAKEHOUSE_TESTS_WAITING_TIERS=spark nice -n 19 $(BIN)/pytest $(IDLE_LANE) -m "$(MARKERS)" $(call junit,medallion-idle) $(PYTEST_ARGS) > "$$idle_log" 2>&1 & idle=$$!;) \
 	LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" LAKEHOUSE_TESTS_BROKER_OWNER=$(if $(FAST_TESTS)$(LANE),1) $(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(addprefix --ignore=,$(LANE) $(IDLE_LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
-	$(if $(IDLE_LANE),wait $$idle || status=$$?; idle=; echo "== $(IDLE_LANE) in a pytest of the medallion's runtime under nice 19 once the lanes had ended"; cat "$$idle_log";) \
+	$(if $(IDLE_LANE),wait $$idle || status=$$?; idle=; echo "== $(IDLE_LANE) in a pytest of the medallion's runtime under nice 19, after the lanes"; cat "$$idle_log";) \
 	$(if $(LANE),wait $$lane || status=$$?; lane=; echo "== $(LANE) in a second pytest of the medallion's runtime"; cat "$$lane_log";) \
 	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the benchmarks' tests in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status
