@@ -117,29 +117,21 @@ FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 # integration tests: in-process streams and backfills keep about one core busy each (one Spark job at a
 # time), two keep both. The first's commands, crash and deployment tiers wait for both other pytests to end
 # (LAKEHOUSE_TESTS_AFTER_PIDS, tests/tiers.py), for the reason above.
-# With the tiers after that barrier, the spark tier runs in a fourth pytest, under nice 19, that waits for
-# the same two pytests: after them the first one's commands leave about half a core idle (each JVM starts
-# on one thread; tests wait on streams), which it takes without slowing them, and before them its CPU is
-# the lanes'. The first pytest then runs the quality module itself, to end with the other two.
-IDLE_LANE := $(if $(filter spark,$(TIERS)),$(if $(filter commands faults deployment,$(TIERS)),tests/spark))
 LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py \
-        $(if $(IDLE_LANE),,tests/integration/test_quality.py)) \
+        tests/integration/test_quality.py) \
         $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py))
-# Three of the benchmarks' tests run in that second pytest instead of the fast path's, which otherwise ends
-# last before the barrier (their commands run in their own processes, from either runtime's pytest).
-MOVED := $(if $(LANE),$(if $(filter deployment,$(TIERS)),$(addprefix tests/deployment/test_benchmarks.py::test_bench_,\
-        latency_reports_each_configuration_it_ran_and_misses_no_window memory_reports_state_and_memory_over_the_run \
-        throughput_reports_each_rate_it_tried)))
+# One of the benchmarks' tests runs in that second pytest instead of the fast path's, which otherwise ends
+# last before the barrier (its commands run in their own processes, from either runtime's pytest).
+MOVED := $(if $(LANE),$(if $(filter deployment,$(TIERS)),\
+        tests/deployment/test_benchmarks.py::test_bench_latency_reports_each_configuration_it_ran_and_misses_no_window))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
-	@status=0; fast=; lane=; idle=; fast_log=$$(mktemp); lane_log=$$(mktemp); idle_log=$$(mktemp); \
+	@status=0; fast=; lane=; fast_log=$$(mktemp); lane_log=$$(mktemp); \
 	$(if $(FAST_TESTS)$(LANE),export LAKEHOUSE_TESTS_BROKER=$$(mktemp -d) LAKEHOUSE_TESTS_BROKER_OWNER=;) \
-	trap 'for pid in $$fast $$lane $$idle; do kill $$pid 2>/dev/null; done; rm -rf "$$fast_log" "$$lane_log" "$$idle_log" "$$LAKEHOUSE_TESTS_BROKER"' EXIT; trap 'exit 130' INT TERM; \
+	trap 'for pid in $$fast $$lane; do kill $$pid 2>/dev/null; done; rm -rf "$$fast_log" "$$lane_log" "$$LAKEHOUSE_TESTS_BROKER"' EXIT; trap 'exit 130' INT TERM; \
 	$(if $(FAST_TESTS),$(FAST_BIN)/pytest tests/realtime $(SECOND_LANE) $(addprefix --deselect=,$(MOVED)) -m "$(MARKERS)" $(call junit,fast-path) $(PYTEST_ARGS) > "$$fast_log" 2>&1 & fast=$$!;) \
 	$(if $(LANE),$(BIN)/pytest $(LANE) $(MOVED) -m "$(MARKERS)" $(call junit,medallion-2) $(PYTEST_ARGS) > "$$lane_log" 2>&1 & lane=$$!;) \
-	$(if $(IDLE_LANE),LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" LAKEHOUSE_TESTS_WAITING_TIERS=spark nice -n 19 $(BIN)/pytest $(IDLE_LANE) -m "$(MARKERS)" $(call junit,medallion-idle) $(PYTEST_ARGS) > "$$idle_log" 2>&1 & idle=$$!;) \
-	LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" LAKEHOUSE_TESTS_BROKER_OWNER=$(if $(FAST_TESTS)$(LANE),1) $(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(addprefix --ignore=,$(LANE) $(IDLE_LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
-	$(if $(IDLE_LANE),wait $$idle || status=$$?; idle=; echo "== $(IDLE_LANE) in a pytest of the medallion's runtime under nice 19, after the lanes"; cat "$$idle_log";) \
+	LAKEHOUSE_TESTS_AFTER_PIDS="$$fast $$lane" LAKEHOUSE_TESTS_BROKER_OWNER=$(if $(FAST_TESTS)$(LANE),1) $(BIN)/pytest -m "$(MARKERS)" $(if $(FAST_TESTS),--ignore=$(SECOND_LANE)) $(addprefix --ignore=,$(LANE)) $(call junit,medallion) $(PYTEST_ARGS) || status=$$?; \
 	$(if $(LANE),wait $$lane || status=$$?; lane=; echo "== $(LANE) in a second pytest of the medallion's runtime"; cat "$$lane_log";) \
 	$(if $(FAST_TESTS),wait $$fast || status=$$?; fast=; echo "== tests/realtime and the benchmarks' tests in the fast path's runtime ($(FAST_VENV))"; cat "$$fast_log";) \
 	exit $$status

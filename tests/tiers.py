@@ -28,14 +28,6 @@ ORDER = ("unit", "spark", "integration", "commands", "faults", "deployment")
 #: `run`'s medallion runs under nice 19, and a pytest beside it would take its cores.
 AFTER_PIDS = "LAKEHOUSE_TESTS_AFTER_PIDS"
 AFTER_THE_LANES = ("commands", "faults", "deployment")
-#: The tiers that wait, when not those (space-separated): the idle lane's spark tier waits for the same
-#: pytests, so that it runs beside the tiers after them, on the core their commands leave idle (Makefile).
-WAITING_TIERS = "LAKEHOUSE_TESTS_WAITING_TIERS"
-
-
-def waiting_tiers() -> tuple[str, ...]:
-    """The tiers whose first test waits for AFTER_PIDS to end."""
-    return tuple(os.environ.get(WAITING_TIERS, "").split()) or AFTER_THE_LANES
 
 
 def pytest_collection_modifyitems(items):
@@ -76,7 +68,7 @@ def wait_until_ended(pids: set[int], every_s: float = 0.5) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     lanes = [int(pid) for pid in os.environ.get(AFTER_PIDS, "").split()]
-    if lanes and tier_of(item) in waiting_tiers():
+    if lanes and tier_of(item) in AFTER_THE_LANES:
         del os.environ[AFTER_PIDS]  # once, and not for the commands the tests start
         running = alive(set(lanes))
         reporter = item.config.pluginmanager.get_plugin("terminalreporter")

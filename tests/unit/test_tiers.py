@@ -14,7 +14,7 @@ import pytest
 from shared import PROJECT_ROOT
 from shared.jvm import java_executable
 from tests.processes import alive
-from tests.tiers import WAITING_TIERS, wait_until_ended, waiting_tiers
+from tests.tiers import wait_until_ended
 
 
 def test_a_unit_test_that_starts_a_jvm_is_stopped_with_where_it_belongs():
@@ -67,10 +67,3 @@ def test_the_tiers_after_the_lanes_wait_until_a_lane_has_exited_though_its_paren
     finally:
         lane.kill()
         lane.wait()
-
-
-def test_the_tiers_that_wait_are_those_after_the_lanes_unless_the_idle_lane_names_its_own(monkeypatch):
-    monkeypatch.delenv(WAITING_TIERS, raising=False)
-    assert waiting_tiers() == ("commands", "faults", "deployment")
-    monkeypatch.setenv(WAITING_TIERS, "spark")  # the Makefile's idle lane: its spark tier waits, nothing else
-    assert waiting_tiers() == ("spark",)
