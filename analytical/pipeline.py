@@ -26,12 +26,15 @@ from shared.config import Config
 from shared.durations import spark_interval
 from shared.errors import LakehouseError
 from shared.progress import Progress
-from shared.spark import ANALYTICAL_POOL, CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
+from shared.spark import CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.storage import checkpoint_location
 from shared.query_progress import RunningTotals
 from shared.stopping import StopRequest
 from shared.stream import Stream
 from shared.streaming import supervise
+
+#: The medallion's FAIR scheduler pool (conf/fairscheduler.xml), below the fast path's when both share an application.
+POOL = "analytical"
 
 Report = Callable[[str], None]
 
@@ -68,9 +71,9 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=spark_interval(stream.trigger_interval(config)))
+        writer = writer.trigger(processingTime=spark_interval(stream.trigger(config)))
     changelog = str(config.analytical.state_changelog_checkpointing).lower()
-    with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}), scheduler_pool(spark, ANALYTICAL_POOL):
+    with session_conf(spark, {CHANGELOG_CHECKPOINTING: changelog}), scheduler_pool(spark, POOL):
         return writer.start()  # a query keeps the settings and the pool it started with
 
 

@@ -68,7 +68,10 @@ class Table:
 
             STREAM = TABLE.stream(writer, policy="fail")
         """
-        return Stream(self.name.replace("/", "_"), self.layer, writer, writes=(self, *also_writes), policy=policy)
+        layer = self.layer
+        return Stream(self.name.replace("/", "_"), layer, writer,
+                      trigger=lambda config: getattr(config.analytical.triggers, layer),
+                      lateness=lambda config: config.analytical.watermark, writes=(self, *also_writes), policy=policy)
 
     def path(self, root: str) -> str:
         return table_path(root, self.name)

@@ -8,14 +8,14 @@ it), its queries; the fast path's one query, the medallion's streams in dependen
 
 from __future__ import annotations
 
-from analytical.registry import STREAMS as MEDALLION
+from analytical.registry import STREAMS as MEDALLION_STREAMS
 from analytical.registry import TABLES as MEDALLION_TABLES
 from lakehouse.monitoring.stream_progress import TABLE as STREAM_PROGRESS
-from operational.hot_pages import STREAM as FAST_PATH
+from operational.hot_pages import STREAM as HOT_PAGES
 from shared.stream import Stream
 
 #: Per path, named as its command and its /metrics `path` label, the queries it runs.
-QUERIES_BY_PATH: dict[str, tuple[Stream, ...]] = {"operational": (FAST_PATH,), "analytical": MEDALLION}
+QUERIES_BY_PATH: dict[str, tuple[Stream, ...]] = {"operational": (HOT_PAGES,), "analytical": MEDALLION_STREAMS}
 QUERIES: tuple[Stream, ...] = tuple(query for queries in QUERIES_BY_PATH.values() for query in queries)
 #: Every table under the storage root, by its path there (CONTRACT.md, "Tables").
 TABLES: tuple[str, ...] = (*(table.name for table in MEDALLION_TABLES), STREAM_PROGRESS)

@@ -25,7 +25,7 @@ from shared.runtime import RUNTIMES, current
 
 def write_archive(report=print) -> Path:
     """Run a small Spark and Delta workload in this process's JVM and keep its classes (about 40 s)."""
-    from shared.config import load_config, with_overrides
+    from shared.config_loading import load_config, with_overrides
     from shared.spark import spark_session
     from shared.spark_jvm import stop_and_await_jvm
 
@@ -74,7 +74,7 @@ def fast_path_workload(spark, config) -> None:
     kafka = spark.createDataFrame([(None, value, "clicks", 0, offset, now, 0) for offset, value in enumerate(values)],
                                   "key binary, value binary, topic string, partition int, offset long, "
                                   "timestamp timestamp, timestampType int")
-    kafka.transform(alerting_transform(config.operational), config.hot_pages, config.quality).collect()
+    kafka.transform(alerting_transform(config), config.hot_pages, config.quality).collect()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 
 from shared.config import Config
 from shared.errors import LakehouseError
+from operational.mode import fast_path_mode
 
 #: Spark standalone's defaults: a master's port and its web UI's (`spark.master.ui.port`).
 DEFAULT_MASTER_PORT = 7077
@@ -147,7 +148,7 @@ def master_key(config: Config) -> str:
     """The config key that names the fast path's master."""
     if "spark.master" in config.operational.spark_conf:
         return "operational.spark_conf"
-    if config.operational.mode == "real-time" and config.operational.real_time.master:
+    if fast_path_mode(config).real_time and config.operational.real_time.master:
         return "operational.real_time.master"
     return "spark.master"
 
@@ -184,15 +185,17 @@ def accepts_connections(host: str, port: int) -> bool:
 def require_fit_master(config: Config, note: Callable[[str], None] | None) -> None:
     """Before the fast path starts: raise a LakehouseError (one line, exit 2) when its `spark://` master
     cannot run it; `note` is told when the master could not be asked (None: say nothing)."""
-    from shared.runtime import FAST_PATH, MEDALLION, current
+    from shared.runtime import MEDALLION, current
     from shared.spark import spark_conf
 
-    master = spark_conf(config, class_archive=False, application="operational")["spark.master"]
+    mode = fast_path_mode(config)
+    master = spark_conf(config, class_archive=False, application="operational",
+                        application_settings=mode.session_settings)["spark.master"]
     addresses = standalone_addresses(master)
     if not addresses:
         return
-    real_time = config.operational.mode == "real-time"
-    need = Need(master, master_key(config), real_time, (FAST_PATH if real_time else current()).spark_version(),
+    real_time = mode.real_time
+    need = Need(master, master_key(config), real_time, (mode.runtime if real_time else current()).spark_version(),
                 config.operational.real_time.task_slots, MEDALLION.spark_version)
     web_uis = [f"http://{host}:{web_ui_port(config, host, port)}" for host, port in addresses]
     for (host, port), web_ui in zip(addresses, web_uis):

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from shared.config import Config, load_config, with_overrides
+from shared.config import Config
+
+from shared.config_loading import load_config, with_overrides
 
 CLICKS = "notebook-page-clicks"
 ALERTS = "notebook-hot-pages"

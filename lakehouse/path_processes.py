@@ -1,4 +1,5 @@
-"""Each path's `lakehouse` command in a child process of its own, in its path's runtime.
+"""Each path's `lakehouse` command in a child process of its own, in its path's runtime, and the traffic
+generator beside them (`TrafficProcess`).
 
 `FastPathProcess`: the fast path in its own runtime (Spark 4.3, real-time mode), its progress recorded
 by the process that started it.
@@ -18,6 +19,8 @@ import json
 import queue
 import signal
 import subprocess
+import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -25,7 +28,9 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from shared.config import Config, write_for_child
+from shared.config import Config
+
+from shared.config_loading import write_for_child
 from shared.errors import LakehouseError
 from shared.processes import PARENT_STOP, PARENT_STOP_NOW, child_env
 from shared.runtime import FAST_PATH, MEDALLION, command_in
@@ -33,7 +38,7 @@ from shared.stopping import BATCH_COMMIT_S, StopRequest
 
 
 def child_options(config: Config, verbose: bool = False) -> list[str]:
-    """`--config=FILE` holding `config` whole (shared.config.write_for_child), and `--verbose`: how a
+    """`--config=FILE` holding `config` whole (shared.config_loading.write_for_child), and `--verbose`: how a
     child `lakehouse` process (a path's, a benchmark's, the traffic generator) gets its configuration."""
     return [f"--config={write_for_child(config)}", *(["--verbose"] if verbose else [])]
 
@@ -225,6 +230,42 @@ class MedallionProcess(PathProcess):
             stdin=subprocess.PIPE if records else subprocess.DEVNULL)
         if records:
             records.attach(self._process.stdin)
+
+
+class TrafficProcess:
+    """`lakehouse generate --format json` in a child process: the synthetic clicks the demo and the
+    benchmarks send beside the paths (lakehouse.services.generator), ended with its parent.
+
+        traffic = TrafficProcess(child_options(config), "--rate", "2000", "--seconds", "10")
+        sent = traffic.summary()["sent"]          # once it has sent them
+    """
+
+    def __init__(self, config_args: Sequence[str], *generate_options: str):
+        self._errors = tempfile.TemporaryFile("w+")  # its progress and errors, read only if it fails
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", *generate_options, *config_args],
+            stdout=subprocess.PIPE, stderr=self._errors, text=True, env=child_env())
+
+    @property
+    def ended(self) -> bool:
+        return self._process.poll() is not None
+
+    def summary(self) -> dict[str, Any]:
+        """Wait for it to end: what it says it sent (`lakehouse generate --format json`), or a
+        LakehouseError with its last words when it failed."""
+        output = self._process.communicate()[0]
+        with self._errors:
+            if self._process.returncode != 0:
+                self._errors.seek(0)
+                raise LakehouseError(f"the traffic generator failed (exit {self._process.returncode}): "
+                                     f"{self._errors.read().strip()[-500:]}")
+        return json.loads(output)
+
+    def kill(self) -> None:
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._errors.close()
 
 
 #: What `run` itself does once its children have ended: its last progress flush and the console's last view.

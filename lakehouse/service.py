@@ -20,7 +20,8 @@ from pathlib import Path
 
 from lakehouse.path_processes import run_stop_within_s
 from shared import PROJECT_ROOT
-from shared.config import CONFIG_ENV_VAR, Config
+from shared.config import Config
+from shared.config_loading import CONFIG_ENV_VAR
 
 #: Seconds the service manager waits beyond the longest clean stop before its SIGKILL.
 MARGIN_S = 30

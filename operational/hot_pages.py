@@ -3,7 +3,7 @@
   page-clicks -> parse (invalid records dropped, counted) -> distinct eventIds per page and
   5-second window -> the windows over the threshold -> alert records -> hot-pages
 
-Two modes (`operational.mode`), one rule, one alert record:
+Two modes (`operational.mode`, decided in operational.mode), one rule, one alert record:
 
   - real-time (Spark 4.3's real-time mode, the fast path's runtime): long-running tasks merge each
     click into state and emit at once, so a window's first record leaves tens of milliseconds after
@@ -35,7 +35,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from operational.catch_up import needs_catch_up, unread_backlog_age
 from shared.alerts import ALERTING_QUERY, to_alert_records
-from shared.config import Config, HotPagesConfig, OperationalConfig, QualityConfig
+from shared.config import Config, HotPagesConfig, QualityConfig
 from shared.durations import spark_interval
 from shared.errors import LakehouseError
 from shared.kafka import read_clicks_stream
@@ -44,10 +44,14 @@ from shared.parsing import parse_clicks, valid_clicks
 from shared.query_progress import LATE_METRICS
 from shared.rule import (assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
                          crossing_count, hot_windows, is_alerted_count, with_event_time_watermark)
-from shared.runtime import FAST_PATH, real_time_available
-from shared.spark import BATCHES_TO_RETAIN, OPERATIONAL_POOL, scheduler_pool, session_conf
+from operational.mode import fast_path_mode
+from shared.spark import BATCHES_TO_RETAIN, scheduler_pool, session_conf
 from shared.spark_internals import jvm_dataset_transform
 from shared.stream import Stage, Stream
+
+
+#: The fast path's FAIR scheduler pool (conf/fairscheduler.xml), ahead of the medallion's when both share an application.
+POOL = "operational"
 
 
 def watermarked_events(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
@@ -104,11 +108,12 @@ def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timed
     return counts.observe(LATE_METRICS, late).where(F.col("clickCount") > 0)
 
 
-def alerting_transform(operational: OperationalConfig) -> Callable[[DataFrame, HotPagesConfig, QualityConfig], DataFrame]:
-    """The whole fast path as one transform, for `operational.mode` (and in real-time mode,
+def alerting_transform(config: Config) -> Callable[[DataFrame, HotPagesConfig, QualityConfig], DataFrame]:
+    """The whole fast path as one transform, for its mode (and in real-time mode,
     `operational.real_time.state_operator`)."""
-    if operational.mode == "micro-batch":
+    if not fast_path_mode(config).real_time:
         return hot_page_alerts
+    operational = config.operational
     if operational.real_time.state_operator == "transform-with-state":
         def alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
             # each window looked at once per real-time batch (`running_distinct_counts`), and no row
@@ -124,7 +129,7 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     """The clicks topic -> the alerts topic (the roots are unused: the fast path reads and writes Kafka)."""
     clicks = read_clicks_stream(spark, config.kafka, config.operational)
     return (
-        clicks.transform(alerting_transform(config.operational), config.hot_pages, config.quality)
+        clicks.transform(alerting_transform(config), config.hot_pages, config.quality)
         .writeStream.format("kafka")
         .options(**spark_options(config.kafka))
         .option("topic", config.kafka.topics.alerts)
@@ -132,23 +137,24 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     )
 
 
-STREAM = Stream(ALERTING_QUERY, "operational", writer)
+STREAM = Stream(ALERTING_QUERY, "operational", writer, trigger=lambda config: config.operational.trigger,
+                lateness=lambda config: config.hot_pages.watermark)
 
 
 def start(spark: SparkSession, config: Config) -> StreamingQuery:
-    """Start the query in `operational.mode`; it resumes from storage.root/_checkpoints/hot_pages when
-    that exists.
+    """Start the query in its mode (operational.mode); it resumes from storage.root/_checkpoints/hot_pages
+    when that exists.
 
     Its checkpoint keeps `operational.batches_to_retain` micro-batches of offsets and watermarks.
     """
-    operational = config.operational
-    if operational.mode == "micro-batch":
-        return _started(spark, config, processingTime=spark_interval(STREAM.trigger_interval(config)))
-    if not real_time_available():
+    mode = fast_path_mode(config)
+    if not mode.real_time:
+        return _started(spark, config, processingTime=spark_interval(STREAM.trigger(config)))
+    if not mode.runs_here():
         raise LakehouseError(
-            f"operational.mode is real-time, which needs Spark 4.3: run it in the {FAST_PATH.name} runtime "
-            f"({FAST_PATH.python}, made by `make setup`) or set operational.mode=micro-batch")
-    return _started(spark, config, realTime=spark_interval(operational.real_time.checkpoint_interval))
+            f"operational.mode is real-time, which needs Spark 4.3: run it in the {mode.runtime.name} runtime "
+            f"({mode.runtime.python}, made by `make setup`) or set operational.mode=micro-batch")
+    return _started(spark, config, realTime=spark_interval(mode.real_time_batch))
 
 
 def start_caught_up(spark: SparkSession, config: Config, left_by_last: timedelta | None = None) -> StreamingQuery | Stage:
@@ -156,7 +162,8 @@ def start_caught_up(spark: SparkSession, config: Config, left_by_last: timedelta
     read in one micro-batch first (operational.catch_up): then a `Stage` whose next query is this
     function's again, real-time once the backlog left is young enough or no longer shrinking
     (`left_by_last`: the age of the backlog the last catch-up started with)."""
-    if config.operational.mode != "real-time" or not real_time_available():
+    mode = fast_path_mode(config)
+    if not mode.real_time or not mode.runs_here():
         return start(spark, config)  # (which says what real-time mode needs)
     age = unread_backlog_age(spark, config)
     if not needs_catch_up(age, config.operational.real_time.catch_up_after, left_by_last):
@@ -182,7 +189,7 @@ def _started(spark: SparkSession, config: Config, conf: dict[str, str] | None = 
     writer = STREAM.writer_at(spark, config, root, root).trigger(**trigger)
     # The offsets and commits logs are the batch history `lakehouse reconcile` explains alerts with.
     with session_conf(spark, {BATCHES_TO_RETAIN: str(config.operational.batches_to_retain), **(conf or {})}), \
-            scheduler_pool(spark, OPERATIONAL_POOL):
+            scheduler_pool(spark, POOL):
         return writer.start()
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Literal
+from types import MappingProxyType
+from typing import TYPE_CHECKING
 
 from shared import PROJECT_ROOT
 from shared.config import Config, SparkConfig
@@ -52,15 +53,16 @@ JIT_OPTIONS = ("-XX:-DontCompileHugeMethods",)
 JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 
 
-#: The two paths' applications: each adds its own settings (`<path>.spark_conf`) to spark.conf.
-Application = Literal["operational", "analytical"]
+#: A path's application: the section of the configuration whose `spark_conf` it adds to spark.conf.
+Application = str
 
 
 def spark_conf(config: Config, class_archive: bool = True, application: Application | None = None,
-               in_driver: bool = False) -> dict[str, str]:
+               in_driver: bool = False, application_settings: Mapping[str, str] = MappingProxyType({})) -> dict[str, str]:
     """The Spark settings for `config`, as data (what `spark_session` applies, in order); the
     driver maps this install's class-data archive when `class_archive` and it exists. A path's
-    `application` is named after it and gets its `spark_conf` (on a cluster, the cores it takes).
+    `application` is named after it and gets `application_settings` (what its mode needs), then its
+    `spark_conf` (on a cluster, the cores it takes), over spark.conf.
     `in_driver` runs the tasks in the driver's JVM (`local[1]`) whatever spark.master says: for a
     process that supervises others and writes only their progress, which must not hold a cluster's core."""
     spark = config.spark
@@ -111,8 +113,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
     settings |= _state_store_settings(spark) | _storage_settings(config)
     project_java_options = {key: settings[key] for key in JAVA_OPTIONS_KEYS}
     settings |= {key: str(value) for key, value in spark.conf.items()}
-    if application == "operational" and config.operational.mode == "real-time":
-        settings |= real_time_conf(config)
+    settings |= application_settings
     if application:
         settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
     for key, ours in project_java_options.items():  # a trust store or an agent of the configuration's joins ours
@@ -161,40 +162,17 @@ def _storage_settings(config: Config) -> dict[str, str]:
     return settings | (S3Access.of(config.storage.s3).spark_settings() if is_s3(root) else {})
 
 
-def real_time_conf(config: Config) -> dict[str, str]:
-    """What the fast path's application needs in real-time mode: a task slot for every long-running
-    task (one per source partition and per shuffle partition, all at once; never taken away by
-    dynamic allocation), few shuffle partitions, and state eviction spread over the batch. Applied
-    after spark.conf (a profile's `spark.cores.max: 1` for every other application must not cap it)."""
-    real_time = config.operational.real_time
-    settings = {
-        "spark.sql.shuffle.partitions": str(real_time.shuffle_partitions),
-        # Evict closed windows' rows as clicks arrive, not all at the batch end, where alerting stops
-        # meanwhile (operational/README.md, "The batch boundary").
-        "spark.sql.streaming.statefulOperator.incrementalCleanupFactor": str(real_time.evictions_per_record),
-        # What real-time mode requires of a checkpoint's state, set for the whole application so that a
-        # catch-up micro-batch (operational.catch_up) that starts a new checkpoint writes it too.
-        "spark.sql.streaming.stateStore.checkpointFormatVersion": "2",
-    }
-    if real_time.master:  # a cluster of its own: it holds task_slots cores for as long as it runs
-        settings |= {"spark.master": real_time.master, "spark.cores.max": str(real_time.task_slots),
-                     "spark.dynamicAllocation.enabled": "false"}
-    elif config.spark.master.startswith("local"):
-        settings["spark.master"] = f"local[{real_time.task_slots}]"
-    return settings
-
-
 def spark_session(config: Config, class_archive: bool = True, application: Application | None = None,
-                  in_driver: bool = False):
+                  in_driver: bool = False, application_settings: Mapping[str, str] = MappingProxyType({})):
     """Build (or return this process's) SparkSession for `config` (`class_archive`, `application`,
-    `in_driver`: see spark_conf)."""
+    `in_driver`, `application_settings`: see spark_conf)."""
     require_reachable(config.storage.root, config.storage.s3)  # one line now, not a stack trace from a query
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # This runtime's own Spark, whatever the environment says: PySpark launches `$SPARK_HOME/bin/spark-submit`
     # when SPARK_HOME is set, and this Python against another Spark's JVM fails every query start.
     # Spark settings belong in the config (spark.conf); a spark-defaults.conf is still read from SPARK_CONF_DIR.
     os.environ["SPARK_HOME"] = str(current_runtime().spark_home())
-    settings = spark_conf(config, class_archive, application, in_driver)
+    settings = spark_conf(config, class_archive, application, in_driver, application_settings)
     if settings["spark.master"].startswith("local") or _on_loopback(settings["spark.master"]):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no network interface guessing
     java = java_executable()
@@ -233,15 +211,10 @@ def session_conf(spark: "SparkSession", settings: dict[str, str]) -> Iterator[No
                 spark.conf.set(key, value)
 
 
-#: The FAIR scheduler pools of conf/fairscheduler.xml: the fast path's comes first.
-OPERATIONAL_POOL = "operational"
-ANALYTICAL_POOL = "analytical"
-
-
 @contextmanager
 def scheduler_pool(spark: "SparkSession", pool: str) -> Iterator[None]:
-    """Queries started inside the block run their jobs in `pool` (a stream keeps the pool it
-    started with: Spark copies the thread's local properties into the query's thread)."""
+    """Queries started inside the block run their jobs in `pool`, one of conf/fairscheduler.xml's, each
+    path's named after it (a stream keeps the pool it started with: Spark copies the thread's local properties into the query's thread)."""
     context = spark.sparkContext
     previous = context.getLocalProperty("spark.scheduler.pool")
     context.setLocalProperty("spark.scheduler.pool", pool)

@@ -5,9 +5,9 @@ way, one per module, beside the transform; `shared.streaming.supervise` runs the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from shared.config import Config, ExpectationPolicy
 from shared.errors import LakehouseError
@@ -36,10 +36,15 @@ class Stream:
     #: Its query name, its checkpoint folder (<root>/_checkpoints/<name>) and its key in
     #: `quality.policies`.
     name: str
-    #: `operational`: the fast path (its trigger `operational.trigger`); `bronze`, `silver`, `gold`: the medallion's layer, which sets its
-    #: trigger (`analytical.triggers.<layer>`) and its place in a rebuild.
-    layer: Literal["operational", "bronze", "silver", "gold"]
+    #: The part of its path it belongs to: the medallion's `bronze`, `silver` or `gold` (its place in
+    #: a rebuild), or the path's own name for a path of one query.
+    layer: str
     writer: Writer
+    #: Its processing-time trigger when it runs continuously (0: the next batch as soon as one ends),
+    #: from the configuration: `operational.trigger`, `analytical.triggers.<layer>`.
+    trigger: Callable[[Config], timedelta] = field(compare=False)
+    #: How far its event-time watermark stays behind the newest event it has seen.
+    lateness: Callable[[Config], timedelta] = field(compare=False)
     #: The Delta tables it writes, in the order it creates them.
     writes: tuple[Output, ...] = ()
     #: What a row that breaks one of its expectations does, unless `quality.policies.<name>` says
@@ -53,14 +58,6 @@ class Stream:
             .queryName(self.name)
             .option("checkpointLocation", checkpoint_location(target_root, self.name))
         )
-
-    def trigger_interval(self, config: Config) -> timedelta:
-        """Its processing-time trigger when it runs continuously (0: the next batch as soon as one ends)."""
-        return config.operational.trigger if self.layer == "operational" else getattr(config.analytical.triggers, self.layer)
-
-    def allowed_lateness(self, config: Config) -> timedelta:
-        """How far its event-time watermark stays behind the newest event it has seen."""
-        return config.hot_pages.watermark if self.layer == "operational" else config.analytical.watermark
 
     def expectation_policy(self, config: Config) -> ExpectationPolicy:
         """The policy in force: the configured one, else the declared one."""

@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from shared.config import Config, load_config
+from shared.config import Config
+
+from shared.config_loading import load_config
 from shared.processes import stop_signals_interrupt
 from shared.runtime import real_time_available
 from tests.tiers import (AFTER_PIDS, pytest_collection_modifyitems, pytest_runtest_makereport,  # noqa: F401
@@ -89,9 +91,12 @@ def make_config(*overrides: str) -> Config:
 
 @pytest.fixture(scope="session")
 def spark():
+    from operational.mode import fast_path_mode
     from shared.spark import spark_session
 
-    session = spark_session(make_config(), application="operational" if real_time_available() else None)
+    config = make_config()
+    session = spark_session(config, application="operational", application_settings=fast_path_mode(config).session_settings) \
+        if real_time_available() else spark_session(config)
     yield session
     session.stop()
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from shared import PROJECT_ROOT
-from shared.config import load_config
+from shared.config_loading import load_config
 from shared.config_layers import apply_override
 from tests.conftest import COMMAND_JVMS, free_port
 from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for

@@ -34,11 +34,11 @@ from contextlib import contextmanager
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from shared.config import load_config, with_overrides
+from shared.config_loading import load_config, with_overrides
 from shared.errors import LakehouseError
 from shared import spark_internals
 from lakehouse.bench.linux_process import cpu_seconds, process_memory_mb
-from lakehouse.path_processes import child_options
+from lakehouse.path_processes import TrafficProcess, child_options
 from shared.processes import child_env, die_with_parent
 from shared.runtime import MEDALLION, command_in
 from shared.progress import Progress, echo as _progress
@@ -256,12 +256,12 @@ def _per_event_us(cpu_s: float, events: int) -> float | None:
 
 def _generate(settings: list[str], block: int, events: int, span_s: float) -> None:
     start = BLOCKS_START + timedelta(seconds=block * span_s)
-    command = [sys.executable, "-m", "lakehouse.cli", "generate", "--events", str(events), "--rate", str(events / span_s),
-               "--start-time", start.isoformat(), "--seed", str(1000 + block), "--hot-pages", "0", "--late-fraction", "0.01",
-               "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005", *settings]
-    done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=child_env())
-    if done.returncode != 0:
-        raise LakehouseError(f"generating block {block} failed: {done.stderr.strip()[-500:]}")
+    try:
+        TrafficProcess(settings, "--events", str(events), "--rate", str(events / span_s), "--start-time", start.isoformat(),
+                       "--seed", str(1000 + block), "--hot-pages", "0", "--late-fraction", "0.01",
+                       "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005").summary()
+    except LakehouseError as error:
+        raise LakehouseError(f"generating block {block} failed: {error}") from None
 
 
 def _child(settings: list[str], progress: Progress, command: str = "run") -> dict[str, Any]:

@@ -13,7 +13,8 @@ import statistics
 from typing import Any
 
 from lakehouse.bench.freshness import FRESHNESS_P99_TARGET_S
-from lakehouse.bench.measured_run import DELIVERED_SHARE, measured_run
+from lakehouse.bench.measured_run import measured_run
+from lakehouse.bench.under_load import DELIVERED_SHARE
 from shared.errors import LakehouseError
 from shared.progress import echo as say_progress
 

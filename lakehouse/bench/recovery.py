@@ -19,22 +19,22 @@ CONTRACT.md defines it, lakehouse/bench/time_to_alert.py):
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from lakehouse.bench.measured_run import delivery, profile_config, wait_until
+from lakehouse.bench.measured_run import profile_config
+from lakehouse.bench.under_load import delivery, wait_until
 from shared.progress import echo as say_progress
-from shared.config import Config, with_overrides
+from shared.config import Config
+from shared.config_loading import with_overrides
 from shared.errors import LakehouseError
-from lakehouse.path_processes import PathProcess, child_options
-from shared.processes import child_env
+from lakehouse.path_processes import PathProcess, TrafficProcess, child_options
 from shared.query_progress import ProgressSummary, records_behind
-from shared.runtime import FAST_PATH, MEDALLION, command_in
+from operational.mode import fast_path_mode
+from shared.runtime import command_in
 
 #: Windows that crossed this long after the restart are "after the first minute".
 SETTLED_S = 60.0
@@ -55,8 +55,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
                f"storage.root={base.path('bench', run_id)}", "operational.starting_offsets=earliest"]
     config = with_overrides(base, per_run)
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
-    runtime = FAST_PATH if config.operational.mode == "real-time" else MEDALLION
-    command = command_in(runtime, "lakehouse.cli", "operational", "--progress-json", *child_options(config))
+    command = command_in(fast_path_mode(config).runtime, "lakehouse.cli", "operational", "--progress-json", *child_options(config))
     reports: tuple[list[dict[str, Any]], list[dict[str, Any]]] = ([], [])
     said_while_restarting: list[tuple[datetime, str]] = []  # what the restarted process said, with when
 
@@ -71,10 +70,8 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     partitions = [TopicPartition(clicks, p) for p in sorted(offsets.partitions_for_topic(clicks))]
     say_progress(f"bench recovery: {profile} at {rate:,.0f} events/s for {seconds:g} s, kill -9 after {kill_after_s:g} s")
     first = fast_path(0)
-    generator = subprocess.Popen(
-        [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--rate", str(rate), "--seconds", str(seconds),
-         "--hot-pages", str(hot_pages), *child_options(config)],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=child_env())
+    generator = TrafficProcess(child_options(config), "--rate", str(rate), "--seconds", str(seconds),
+                               "--hot-pages", str(hot_pages))
     load_started = time.monotonic()
     second = None
     try:
@@ -87,8 +84,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
         second = fast_path(1)
         say_progress(f"bench recovery: killed after {kill_after_s:g} s of load ({len(reports[0])} batches had "
                      "ended), started again at once")
-        generator.wait()
-        generated = json.loads(generator.stdout.read())
+        generated = generator.summary()
         wait_until(lambda: second.ended or records_behind(ProgressSummary.of(reports[1][-1]) if reports[1] else None,
                                                           offsets.end_offsets(partitions), clicks) == 0,
                    drain_timeout_s, "the restarted fast path to catch up")
@@ -102,7 +98,7 @@ def recovery(settings: list[str], profile: str, rate: float, seconds: float, kil
     offsets.close()
     began = (reports[1][0]["sources"][0].get("startOffset") or {}).get(clicks) or {}
     last_commit = ProgressSummary.of(reports[0][-1]).ended_at if reports[0] else None
-    return {"config": profile, "mode": config.operational.mode, "rate": rate, "seconds": seconds,
+    return {"config": profile, "mode": fast_path_mode(config).name, "rate": rate, "seconds": seconds,
             "kill_after_s": kill_after_s, **delivery(rate, generated),
             "checkpoint_interval_s": config.operational.real_time.checkpoint_interval.total_seconds(),
             "killed_s_after_commit": round((restarted_at - last_commit).total_seconds(), 1) if last_commit else None,

@@ -84,7 +84,7 @@ def on_each_root(config: Config, args: argparse.Namespace, run: Any) -> dict[str
     """`run(options)`'s report; with --against ROOT, one run on storage.root and one on ROOT, one after
     the other in this command, as {"runs": {root: report, ...}}: a comparison of two storages (a
     local folder and an object store) under the same load on the same machine at the same time."""
-    from shared.config import with_overrides
+    from shared.config_loading import with_overrides
     from shared.object_store import require_reachable
 
     if not args.against:

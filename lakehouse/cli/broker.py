@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse.cli.common import output_options, print_rows, say
+from lakehouse.cli.common import output_options, print_rows, said_status, say
 from shared.config import Config
 
 
@@ -33,9 +33,7 @@ def cmd_kafka_stop(config: Config, args: argparse.Namespace) -> int:
 def cmd_kafka_status(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.services.broker import EmbeddedBroker
 
-    status = EmbeddedBroker(config, log=say).status()
-    print(status.describe())
-    return 0 if status.running and status.answering else 1
+    return said_status(EmbeddedBroker(config, log=say).status())
 
 
 def cmd_kafka_topics(config: Config, args: argparse.Namespace) -> int:

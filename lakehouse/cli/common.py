@@ -6,13 +6,13 @@ import argparse
 import json
 import sys
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from datetime import datetime, timezone
+from types import MappingProxyType
 from typing import Any
 
 from shared.config import Config
-from shared.progress import ChangedRows
 from shared.spark_internals import jvm_pid
 
 
@@ -85,9 +85,11 @@ def instant(text: str) -> datetime:
 
 @contextmanager
 def monitored(config: Config, application: str, echo: Callable[[str], None] | None = None,
-              stopped_while_starting: threading.Event | None = None) -> Iterator[tuple[Any, Any]]:
+              stopped_while_starting: threading.Event | None = None,
+              application_settings: Mapping[str, str] = MappingProxyType({})) -> Iterator[tuple[Any, Any]]:
     """The checkpoints of the path's queries (`application`: `operational` or `analytical`,
-    lakehouse.catalog) held by this process, a SparkSession for the path, and while the block runs
+    lakehouse.catalog) held by this process, a SparkSession for the path (with `application_settings`:
+    what its mode needs, operational.mode), and while the block runs
     every query's progress recorded to ops/stream_progress (where the runtime has Delta; the fast
     path's parent records it otherwise), given to `echo` and served to Prometheus
     (lakehouse.monitoring.metrics).
@@ -112,7 +114,7 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
             ExitStack() as started:
         require_free_port(config.metrics, application)  # said before Spark takes seconds to start
         with stops_deferred(stopped_while_starting):  # a stop meanwhile ends the start between two JVM calls
-            spark = spark_session(config, application=application)
+            spark = spark_session(config, application=application, application_settings=application_settings)
             locks.record_jvm(jvm_pid(spark))
             facts = {stream.name: QueryFacts.of(config, stream) for stream in streams}  # suites need the session
             metrics = started.enter_context(serving(config.metrics, application, facts, BrokerOffsets(config.kafka),
@@ -125,42 +127,15 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
         yield spark, recorder
 
 
-def recording_children(config: Config, args: argparse.Namespace, start: Callable[[Any], Sequence[Any]],
-                       records_here: bool = True) -> None:
-    """Run queries in child processes (shared.processes.PathProcess) that `start` starts, given the
-    progress recorder, until a signal, `args.seconds` or a child's end, printing the console view
-    every status interval. Used where the fast path runs in its own runtime (real-time mode), which
-    has no Delta to record with: this process records their progress to ops/stream_progress with a
-    Spark of its own, unless a child records it (`records_here` False: the medallion's process, to
-    which the fast path's reports are relayed), and then it starts no JVM."""
-    from lakehouse.monitoring.stream_progress import recording, table_location
-    from lakehouse.path_processes import stopped_at_the_end
-    from shared.processes import stops_deferred
-    from shared.stopping import await_stop
-
-    with ExitStack() as started:
-        with stops_deferred():  # as in `monitored`; and the children are all started, or none
-            if records_here:
-                from shared.spark import spark_session
-
-                spark = spark_session(config, in_driver=True)
-                recorder = started.enter_context(recording(spark, table_location(config)))
-            else:  # the console view only
-                recorder = started.enter_context(recording(None, None))
-            children = started.enter_context(stopped_at_the_end(start(recorder)))
-        changed_rows = ChangedRows(say)
-
-        def status() -> None:
-            recorder.flush()
-            changed_rows(recorder.console_view())
-
-        await_stop(config.operational, seconds=args.seconds, report=say,
-                   until=lambda: any(child.ended for child in children), on_status=status)
+def said_status(status: Any) -> int:
+    """A service's status command: its status in one line on stdout; exit 0 when it is healthy, else 1."""
+    print(status.describe())
+    return 0 if status.healthy else 1
 
 
 def passthrough(config: Config, args: argparse.Namespace) -> list[str]:
     """What a child `lakehouse` process (a path's, a benchmark's) is given: `config`, this command's
-    configuration, as one file (shared.config.write_for_child), and --verbose when this command has it."""
+    configuration, as one file (shared.config_loading.write_for_child), and --verbose when this command has it."""
     from lakehouse.path_processes import child_options
 
     return child_options(config, verbose=getattr(args, "verbose", False))

@@ -9,10 +9,8 @@ stops what it started and says how to go on with what it made.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import subprocess
 import sys
 import threading
 import time
@@ -20,13 +18,13 @@ from pathlib import Path
 
 from lakehouse.path_processes import child_options
 from shared import PROJECT_ROOT
-from shared.config import Config, with_overrides
+from shared.config import Config
+from shared.config_loading import with_overrides
 from shared.config_layers import as_overrides, read_yaml
 from shared.errors import LakehouseError
 from shared.progress import ENV as PROGRESS_MODE
 from shared.spark_internals import jvm_pid
 from shared.storage import local_folder
-from shared.processes import child_env
 
 #: The demo's topics and tables, apart from a user's own; any command reads them with this file.
 DEMO_PROFILE = PROJECT_ROOT / "conf" / "demo.yaml"
@@ -90,151 +88,153 @@ def _fresh_topics(config: Config) -> None:
 def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrides: list[str]) -> int:
     """The demo on `config` with conf/demo.yaml layered on it, the command's own `overrides` (--set)
     last, which its child processes are given whole (common.child_options)."""
-    from analytical import gold_page_clicks_5s, pipeline, trends
-    from analytical.checks import check
-    from analytical.reconciliation import reconcile
+    from lakehouse.both_paths import BothPaths
     from lakehouse.catalog import QUERIES_BY_PATH
-    from analytical.tables import read_table
-    from operational import hot_pages
-    from shared.alerts_topic import latest_alerts
-    from lakehouse.bench.time_to_alert import time_to_alert
     from lakehouse.services.broker import EmbeddedBroker
     from shared.checkpoint_locks import empty_keeping_locks, exclusive
-    from lakehouse.monitoring.stream_progress import recording, table_location
-    from lakehouse.path_processes import FastPathProcess, MedallionProcess, stopped_at_the_end
-    from shared.query_events import watching
-    from shared.runtime import real_time_available
     from shared.spark import spark_session
-    from shared.stopping import await_stop
-    from shared.streaming import supervise
 
     started_at = time.monotonic()
     demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins
     config = with_overrides(config, demo_settings)
-    medallion_args = child_options(config, verbose)
-    fast_path, medallion = QUERIES_BY_PATH["operational"], QUERIES_BY_PATH["analytical"]
-    names = [query.name for query in fast_path]
-    in_child = config.operational.mode == "real-time" and not real_time_available()
     log = DemoLog((local_folder(config.storage.root) or PROJECT_ROOT / ".run") / "demo.log")
-    _note = log.note
+    paths = BothPaths(config, child_options(config, verbose), relay=log.note)
     if not sys.stderr.isatty():  # in a log the story lines are the progress; a terminal keeps its bars
         os.environ.setdefault(PROGRESS_MODE, "off")
-    broker = EmbeddedBroker(config, log=_note)
+    broker = EmbeddedBroker(config, log=log.note)
     was_running = broker.status().running
     # refuses a second demo on the same folder (a fast path in a child process holds its own lock)
-    with exclusive(config.path(), ["demo"] if in_child else names, report=_note) as locks:
+    held = [stream.name for stream in QUERIES_BY_PATH["operational"]] if paths.fast_path_here else ["demo"]
+    with exclusive(config.path(), held, report=log.note) as locks:
         empty_keeping_locks(config.path())
         try:
             _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
             _say(f"   {broker.start(die_with_caller=True)}")
             _fresh_topics(config)
 
-            _say(f"\n== 2. `lakehouse run`: the fast path ({config.operational.mode} mode), and the medallion as a "
+            _say(f"\n== 2. `lakehouse run`: the fast path ({paths.mode.name} mode), and the medallion as a "
                  f"low-priority process, while "
                  f"{seconds:g} s of clicks arrive at {rate:,.0f}/s (3 hot pages over {config.hot_pages.threshold} "
                  "per window; 1% late, 1% duplicate, 0.5% malformed)")
             spark = spark_session(config)
             locks.record_jvm(jvm_pid(spark))
-            command = [sys.executable, "-m", "lakehouse.cli", "generate", "--format", "json", "--seconds", str(seconds),
-                       "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01", "--duplicate-fraction", "0.01",
-                       "--malformed-fraction", "0.005", *medallion_args]
-            traffic: list[subprocess.Popen] = []
-            traffic_started: list[float] = []
-            finished_at: list[float] = []
-            with recording(spark, table_location(config)) as recorder, watching(spark, recorder):
-                next_view = time.monotonic()
-                fast_path_started = threading.Event()
-
-                def relay_fast_path(line: str) -> None:
-                    if "] started (query id" in line:
-                        fast_path_started.set()
-                    _note(line)
-
-                # the fast path in its own runtime (real-time mode), or in this process (micro-batch)
-                children = [MedallionProcess(medallion_args, config.analytical.niceness, relay=_note,
-                                             on_progress=recorder.show)]
-                if in_child:
-                    children.append(FastPathProcess(medallion_args, config.operational.real_time.checkpoint_interval,
-                                                    relay=relay_fast_path,
-                                                    on_progress=recorder.record))
-
-                def all_up() -> bool:
-                    medallion_up = all(stream.name in recorder.latest for stream in medallion)
-                    fast_up = fast_path_started.is_set() if in_child else all(name in recorder.latest for name in names)
-                    return medallion_up and fast_up
-
-                def status() -> None:
-                    nonlocal next_view
-                    if not traffic and all_up():
-                        _say("   every query runs: the traffic starts")
-                        traffic_started.append(time.monotonic())
-                        traffic.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                                        text=True, env=child_env()))
-                    if traffic and not finished_at and traffic[0].poll() is not None:
-                        finished_at.append(time.monotonic())
-                    if time.monotonic() >= next_view:
-                        recorder.flush()
-                        _note(recorder.console_view())
-                        if traffic_started and not finished_at:
-                            alerted = len(latest_alerts(config.kafka, config.kafka.topics.alerts).latest)
-                            _say(_on_the_way(time.monotonic() - traffic_started[0], config, recorder, alerted))
-                        next_view = time.monotonic() + 10
-
-                def done() -> bool:
-                    return any(child.ended for child in children) or \
-                        (bool(finished_at) and time.monotonic() > finished_at[0] + 10)
-
-                every_second = config.operational.model_copy(update={"status_interval_s": 1})
-                with stopped_at_the_end(children):
-                    if in_child:
-                        await_stop(every_second, seconds=seconds + 180, report=_note, until=done, on_status=status)
-                    else:
-                        supervise(hot_pages.starters(spark, config), every_second, seconds=seconds + 180,
-                                  report=_note, on_status=status, status_lines=False, until=done)
-            if not traffic:
-                raise LakehouseError("the demo's queries did not all start within the time allowed")
-            sent = json.loads(traffic[0].communicate()[0])
+            sent = _both_paths_under_traffic(spark, paths, seconds, rate, log.note)
             _say(f"   sent {sent['sent']:,} records at {sent['achieved_rate']:,.0f}/s")
-
-            _say("\n== 3. a backfill catches the medallion up (`lakehouse analytical --available-now`)")
-            for run in pipeline.backfill(spark, config, _note):
-                _say(f"   {run.name:24s} {run.rows:>9,} rows in {run.seconds:5.1f} s")
-
-            _say("\n== 4. the alerts, one per window (highest count), and their time-to-alert")
-            book = latest_alerts(config.kafka, config.kafka.topics.alerts)
-            for alert in book.sorted()[:6]:
-                _say(f"   {alert.window_start}  {alert.page_id:22s} {alert.click_count:>6,} clicks")
-            _say(f"   ... {len(book.latest)} alerted windows, {book.records} alert records")
-            figures = time_to_alert(spark, config)
-            _say(f"   time-to-alert (Kafka append of the crossing click -> Kafka append of the alert): "
-                 f"p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
-                 f"max {figures['max_ms']} ms over {figures['alerts']} windows")
-
-            _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
-            windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE)
-            rows, _ = trends.answer(trends.on_spark(windows, "top-pages", limit=5))
-            for row in rows:
-                _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
-
-            _say("\n== 6. the expectations (`lakehouse check`)")
-            results, docs, skipped = check(spark, config, _note)
-            failed = [row for row in results if not row["success"]]
-            _say(f"   {len(results) - len(failed)} of {len(results)} expectations passed"
-                 + (f"; failed: {', '.join(row['expectation'] for row in failed)}" if failed else "")
-                 + (f"; not checked, no commit yet: {', '.join(skipped)}" if skipped else ""))
-
-            _say("\n== 7. the reconciliation of alerts against gold (`lakehouse reconcile`)")
-            verdict = reconcile(spark, config)
-            _say(f"   windows compared {verdict['windowsCompared']}, matched {verdict['matched']}, pending "
-                 f"{verdict['pending']}, by cause {verdict['byCause']}, unexplained {verdict['unexplained']}: "
-                 + ("consistent" if verdict["consistent"] else "NOT consistent"))
+            docs = _questions(spark, config, log.note)
         finally:
             if not was_running:
                 _say("\n== 8. clean stop")
                 broker.stop()
                 _say("   the broker is stopped")
+    _say_what_stays(config, docs, log, time.monotonic() - started_at)
+    return 0
+
+
+def _both_paths_under_traffic(spark, paths, seconds: float, rate: float, note) -> dict:
+    """Step 2: both paths as `lakehouse run` runs them (lakehouse.both_paths), their progress recorded
+    here; once every query runs, the traffic, until it has all been sent and 10 s more. What the
+    generator says it sent."""
+    from lakehouse.catalog import QUERIES_BY_PATH
+    from lakehouse.monitoring.stream_progress import recording, table_location
+    from lakehouse.path_processes import TrafficProcess
+    from shared.alerts_topic import latest_alerts
+    from shared.query_events import watching
+
+    config = paths.config
+    options = ["--seconds", str(seconds), "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01",
+               "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005"]
+    traffic: list[TrafficProcess] = []
+    traffic_started: list[float] = []
+    finished_at: list[float] = []
+    fast_path_started = threading.Event()
+
+    def relay_fast_path(line: str) -> None:
+        if "] started (query id" in line:
+            fast_path_started.set()
+        note(line)
+
+    with recording(spark, table_location(config)) as recorder, watching(spark, recorder):
+        next_view = time.monotonic()
+
+        def all_up() -> bool:
+            up = {name for name in recorder.latest} | ({stream.name for stream in QUERIES_BY_PATH["operational"]}
+                                                        if fast_path_started.is_set() else set())
+            return all(stream.name in up for streams in QUERIES_BY_PATH.values() for stream in streams)
+
+        def status() -> None:
+            nonlocal next_view
+            if not traffic and all_up():
+                _say("   every query runs: the traffic starts")
+                traffic_started.append(time.monotonic())
+                traffic.append(TrafficProcess(paths.child_args, *options))
+            if traffic and not finished_at and traffic[0].ended:
+                finished_at.append(time.monotonic())
+            if time.monotonic() >= next_view:
+                recorder.flush()
+                note(recorder.console_view())
+                if traffic_started and not finished_at:
+                    alerted = len(latest_alerts(config.kafka, config.kafka.topics.alerts).latest)
+                    _say(_on_the_way(time.monotonic() - traffic_started[0], config, recorder, alerted))
+                next_view = time.monotonic() + 10
+
+        with paths.started(on_progress=recorder.show, on_fast_path_progress=recorder.record,
+                           fast_path_relay=relay_fast_path):
+            paths.run(spark, seconds=seconds + 180, report=note, on_status=status,
+                      until=lambda: bool(finished_at) and time.monotonic() > finished_at[0] + 10,
+                      supervision=config.operational.model_copy(update={"status_interval_s": 1}))
+    if not traffic:
+        raise LakehouseError("the demo's queries did not all start within the time allowed")
+    return traffic[0].summary()
+
+
+def _questions(spark, config: Config, note) -> str:
+    """Steps 3 to 7: the backfill, the alerts and their time-to-alert, a trend, the expectations and the
+    reconciliation, each as its command does it. Where the Data Docs are."""
+    from analytical import gold_page_clicks_5s, pipeline, trends
+    from analytical.checks import check
+    from analytical.reconciliation import reconcile
+    from analytical.tables import read_table
+    from lakehouse.bench.time_to_alert import time_to_alert
+    from shared.alerts_topic import latest_alerts
+
+    _say("\n== 3. a backfill catches the medallion up (`lakehouse analytical --available-now`)")
+    for run in pipeline.backfill(spark, config, note):
+        _say(f"   {run.name:24s} {run.rows:>9,} rows in {run.seconds:5.1f} s")
+
+    _say("\n== 4. the alerts, one per window (highest count), and their time-to-alert")
+    book = latest_alerts(config.kafka, config.kafka.topics.alerts)
+    for alert in book.sorted()[:6]:
+        _say(f"   {alert.window_start}  {alert.page_id:22s} {alert.click_count:>6,} clicks")
+    _say(f"   ... {len(book.latest)} alerted windows, {book.records} alert records")
+    figures = time_to_alert(spark, config)
+    _say(f"   time-to-alert (Kafka append of the crossing click -> Kafka append of the alert): "
+         f"p50 {figures['p50_ms']} ms, p95 {figures['p95_ms']} ms, p99 {figures['p99_ms']} ms, "
+         f"max {figures['max_ms']} ms over {figures['alerts']} windows")
+
+    _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
+    windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE)
+    rows, _ = trends.answer(trends.on_spark(windows, "top-pages", limit=5))
+    for row in rows:
+        _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
+
+    _say("\n== 6. the expectations (`lakehouse check`)")
+    results, docs, skipped = check(spark, config, note)
+    failed = [row for row in results if not row["success"]]
+    _say(f"   {len(results) - len(failed)} of {len(results)} expectations passed"
+         + (f"; failed: {', '.join(row['expectation'] for row in failed)}" if failed else "")
+         + (f"; not checked, no commit yet: {', '.join(skipped)}" if skipped else ""))
+
+    _say("\n== 7. the reconciliation of alerts against gold (`lakehouse reconcile`)")
+    verdict = reconcile(spark, config)
+    _say(f"   windows compared {verdict['windowsCompared']}, matched {verdict['matched']}, pending "
+         f"{verdict['pending']}, by cause {verdict['byCause']}, unexplained {verdict['unexplained']}: "
+         + ("consistent" if verdict["consistent"] else "NOT consistent"))
+    return docs
+
+
+def _say_what_stays(config: Config, docs: str, log: DemoLog, took_s: float) -> None:
     profile = DEMO_PROFILE.relative_to(PROJECT_ROOT)
-    _say(f"\ndemo done in {time.monotonic() - started_at:.0f} s. What it made stays for you to explore:")
+    _say(f"\ndemo done in {took_s:.0f} s. What it made stays for you to explore:")
     _say(f"   tables:     {config.storage.root} (bronze, silver, gold, ops/stream_progress)")
     _say(f"   Data Docs:  {docs}")
     _say(f"   its log:    {log.path}")
@@ -243,4 +243,3 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     _say(f"   alerts:     lakehouse kafka start && lakehouse alerts --config {profile}   (the broker keeps its topics)")
     _say("   your own run, step by step: README.md, \"Your first run\"; the notebooks make their own "
          "topics and tables (notebooks/README.md)")
-    return 0

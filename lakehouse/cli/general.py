@@ -6,7 +6,8 @@ import argparse
 from typing import Any
 
 from lakehouse.cli.common import positive
-from shared.config import Config, render
+from shared.config import Config
+from shared.config_loading import render
 
 
 def cmd_demo(config: Config, args: argparse.Namespace) -> int:

@@ -6,9 +6,10 @@ import argparse
 import csv
 import json
 import sys
+from contextlib import ExitStack
 from typing import Any
 
-from lakehouse.cli.common import monitored, output_options, passthrough, positive, print_rows, recording_children, say
+from lakehouse.cli.common import monitored, output_options, passthrough, positive, print_rows, say
 from shared.config import Config
 from shared.progress import ChangedRows
 
@@ -21,7 +22,7 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.master_check import require_fit_master
     from shared.object_store import require_reachable
     from lakehouse.monitoring.running_queries import activity_line, running_queries
-    from shared.runtime import real_time_available
+    from operational.mode import fast_path_mode
     from shared.streaming import supervise
 
     # before anything starts; a parent that records the progress (--progress-json) has said its note
@@ -30,27 +31,27 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
     if args.wait_for_broker:
         wait_until_reachable(config.kafka, args.wait_for_broker, say)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
-    real_time = config.operational.mode == "real-time"
-    if real_time and not real_time_available():
+    mode = fast_path_mode(config)
+    if not mode.runs_here():
         return _operational_in_its_runtime(config, args)
     name = hot_pages.STREAM.name
     echo = (lambda progress: print(progress, flush=True)) if args.progress_json else None
-    with monitored(config, "operational", echo) as (spark, recorder):
-        say(f"hot pages ({config.operational.mode}): {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, "
+    with monitored(config, "operational", echo, application_settings=mode.session_settings) as (spark, recorder):
+        say(f"hot pages ({mode.name}): {config.kafka.topics.clicks} -> {config.kafka.topics.alerts}, "
             f"more than {config.hot_pages.threshold} clicks per {config.hot_pages.window.total_seconds():g} s window; "
             f"checkpoint {config.checkpoint(name)}")
         changed_rows = ChangedRows(say)
 
         def status() -> None:
             recorder.flush()
-            if real_time:  # its batch reports come once per checkpoint interval: say what it does meanwhile
+            if mode.real_time:  # its batch reports come once per checkpoint interval: say what it does meanwhile
                 for row in running_queries(config.metrics, ["operational"]):
                     changed_rows("  " + activity_line(row))
 
         totals = supervise(hot_pages.starters(spark, config), config.operational,
                            seconds=args.seconds, report=say, on_status=status,
                            status_lines=not args.progress_json,
-                           real_time_batch=config.operational.real_time.checkpoint_interval if real_time else None)
+                           real_time_batch=mode.real_time_batch)
     done = totals[name]
     say(f"[{name}] processed {done.rows:,} records in this run: {done.invalid:,} invalid, "
             f"{done.dropped_by_watermark:,} dropped as too late")
@@ -59,12 +60,27 @@ def cmd_operational(config: Config, args: argparse.Namespace) -> int:
 
 def _operational_in_its_runtime(config: Config, args: argparse.Namespace) -> int:
     """Real-time mode typed in the medallion's runtime: the query runs in a child process in the fast
-    path's runtime (Spark 4.3); this process records its progress to ops/stream_progress (Delta)."""
-    from lakehouse.path_processes import FastPathProcess
+    path's runtime (Spark 4.3), until a signal, `--seconds` or its end; this process records its
+    progress to ops/stream_progress (Delta) with a Spark of its own, and prints the console view."""
+    from lakehouse.monitoring.stream_progress import recording, table_location
+    from lakehouse.path_processes import FastPathProcess, stopped_at_the_end
+    from shared.processes import stops_deferred
+    from shared.spark import spark_session
+    from shared.stopping import await_stop
 
-    recording_children(config, args, lambda recorder: [
-        FastPathProcess(passthrough(config, args), config.operational.real_time.checkpoint_interval, relay=say,
-                        on_progress=recorder.record)])
+    with ExitStack() as started:
+        with stops_deferred():  # as in `monitored`
+            recorder = started.enter_context(recording(spark_session(config, in_driver=True), table_location(config)))
+            child = FastPathProcess(passthrough(config, args), config.operational.real_time.checkpoint_interval,
+                                    relay=say, on_progress=recorder.record)
+            started.enter_context(stopped_at_the_end([child]))
+        changed_rows = ChangedRows(say)
+
+        def status() -> None:
+            recorder.flush()
+            changed_rows(recorder.console_view())
+
+        await_stop(config.operational, seconds=args.seconds, report=say, until=lambda: child.ended, on_status=status)
     return 0
 
 

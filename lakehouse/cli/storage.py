@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse.cli.common import say
+from lakehouse.cli.common import said_status, say
 from shared.config import Config
 
 
@@ -26,9 +26,7 @@ def cmd_storage_stop(config: Config, args: argparse.Namespace) -> int:
 def cmd_storage_status(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.services.object_store import EmbeddedObjectStore
 
-    status = EmbeddedObjectStore(config, log=say).status()
-    print(status.describe())
-    return 0 if status.running and status.problem is None else 1
+    return said_status(EmbeddedObjectStore(config, log=say).status())
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:

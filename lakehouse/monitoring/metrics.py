@@ -42,6 +42,7 @@ from lakehouse.monitoring.weighted_histogram import WeightedHistogram
 from shared.parsing import PARSE_REASONS
 from shared.query_progress import Offsets, ProgressSummary
 from shared.stream import Stream
+from operational.mode import fast_path_mode
 
 #: Batch durations from a fast-path batch (well under a second) to a backfill's (minutes).
 BATCH_SECONDS_BUCKETS = (0.25, 0.5, 1, 2, 5, 10, 30, 60, 120)
@@ -83,13 +84,13 @@ class QueryFacts:
         this once a SparkSession exists)."""
         table = stream.writes[0] if stream.writes else None
         suite = table.suite(config) if hasattr(table, "suite") else None
-        return cls(trigger_s=stream.trigger_interval(config).total_seconds(),
-                   allowed_lateness_s=stream.allowed_lateness(config).total_seconds(),
+        return cls(trigger_s=stream.trigger(config).total_seconds(),
+                   allowed_lateness_s=stream.lateness(config).total_seconds(),
                    table=table.name if table else None, alerts=stream.layer == "operational",
                    invalid_reasons=tuple(reason.value for reason in PARSE_REASONS)
                    if stream.layer in ("operational", "silver") else (),  # the layers that parse Kafka records
                    expectations=tuple(expectation.name for expectation in suite.on_write) if suite else (),
-                   real_time=stream.layer == "operational" and config.operational.mode == "real-time",
+                   real_time=stream.layer == "operational" and fast_path_mode(config).real_time,
                    source_topic=config.kafka.topics.clicks if stream.layer == "operational" else None,
                    alerts_topic=config.kafka.topics.alerts if stream.layer == "operational" else None,
                    batch_interval_s=config.operational.real_time.checkpoint_interval.total_seconds())

@@ -55,6 +55,10 @@ class BrokerStatus:
     answering: bool
     protocol: str = "PLAINTEXT"
 
+    @property
+    def healthy(self) -> bool:
+        return self.running and self.answering
+
     def describe(self) -> str:
         if not self.running:
             return f"not running (bootstrap {self.bootstrap})"
@@ -118,13 +122,7 @@ class EmbeddedBroker:
 
     def stop(self, quiet: bool = False) -> bool:
         """SIGTERM, wait up to broker.stop_timeout_s, SIGKILL only then. False if it was not running."""
-        pid = self._daemon.running_pid()
-        if pid and not quiet:
-            self._log(f"stopping the Kafka broker (pid {pid})")
-        stopped = self._daemon.stop(self.settings.stop_timeout_s, log=self._log)
-        if not quiet:
-            self._log("broker stopped" if stopped else "broker not running")
-        return stopped
+        return self._daemon.stop_saying("the Kafka broker", self.settings.stop_timeout_s, log=self._log, quiet=quiet)
 
     def status(self) -> BrokerStatus:
         pid = self._daemon.running_pid()

@@ -82,6 +82,20 @@ class Daemon:
         self.pid_file.unlink(missing_ok=True)
         return True
 
+    def stop_saying(self, what: str, timeout_s: float, log=print, quiet: bool = False) -> bool:
+        """`stop`, saying so unless `quiet`: `stopping <what> (pid N)`, then `<what> stopped` or
+        `<what> not running`. False if it was not running.
+
+            broker_daemon.stop_saying("the Kafka broker", 30, log=say)
+        """
+        pid = self.running_pid()
+        if pid and not quiet:
+            log(f"stopping {what} (pid {pid})")
+        stopped = self.stop(timeout_s, log=log)
+        if not quiet:
+            log(f"{what} stopped" if stopped else f"{what} not running")
+        return stopped
+
     def wait_for_exit(self, pid: int, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -36,6 +36,10 @@ class StoreStatus:
     bucket: str
     problem: str | None  # None: the bucket answers the configured credentials
 
+    @property
+    def healthy(self) -> bool:
+        return self.running and self.problem is None
+
     def describe(self) -> str:
         if not self.running:
             return f"not running (endpoint {self.endpoint})"
@@ -100,13 +104,7 @@ class EmbeddedObjectStore:
 
     def stop(self, quiet: bool = False) -> bool:
         """SIGTERM, wait up to object_store.stop_timeout_s, SIGKILL only then. False if it was not running."""
-        pid = self._daemon.running_pid()
-        if pid and not quiet:
-            self._log(f"stopping the object store (pid {pid})")
-        stopped = self._daemon.stop(self.settings.stop_timeout_s, log=self._log)
-        if not quiet:
-            self._log("object store stopped" if stopped else "object store not running")
-        return stopped
+        return self._daemon.stop_saying("the object store", self.settings.stop_timeout_s, log=self._log, quiet=quiet)
 
     def status(self) -> StoreStatus:
         pid = self._daemon.running_pid()

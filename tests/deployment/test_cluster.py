@@ -12,7 +12,7 @@ import signal
 import socket
 from pathlib import Path
 
-from shared.config import with_overrides
+from shared.config_loading import with_overrides
 from lakehouse.services.cluster import StandaloneCluster
 from tests.conftest import make_config
 from tests.deployment.clusters import STANDALONE, lakehouse_on_clusters as _lakehouse

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from lakehouse.cli.demo import DEMO_PROFILE
-from shared.config import load_config
+from shared.config_loading import load_config
 from tests.conftest import COMMAND_JVMS, free_port
 from tests.helpers import run_lakehouse, unwanted_warnings
 from tests.topics import read_to_end

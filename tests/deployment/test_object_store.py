@@ -16,7 +16,7 @@ import pytest
 from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import read_table
-from shared.config import with_overrides
+from shared.config_loading import with_overrides
 from shared.storage import local_side
 from tests.conftest import S3_CREDENTIALS, SECOND_STORE_BUCKET, free_port
 from tests.helpers import lakehouse_here, run_lakehouse

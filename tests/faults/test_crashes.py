@@ -38,7 +38,7 @@ from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import read_table
 from operational import hot_pages
-from shared.config import with_overrides
+from shared.config_loading import with_overrides
 from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
 from lakehouse.monitoring.running_queries import running_queries

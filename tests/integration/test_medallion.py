@@ -325,7 +325,7 @@ def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gol
 
 
 def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
-    from shared.config import with_overrides
+    from shared.config_loading import with_overrides
     from tests.helpers import wait_for
 
     fast = with_overrides(lake, ["analytical.triggers.bronze=500 ms", "analytical.triggers.silver=500 ms",

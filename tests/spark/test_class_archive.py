@@ -4,7 +4,7 @@ from __future__ import annotations
 
 
 import shared.jvm as jvm
-from shared.config import load_config
+from shared.config_loading import load_config
 from shared.spark import spark_conf
 
 

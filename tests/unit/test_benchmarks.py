@@ -12,7 +12,7 @@ import pytest
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
 from lakehouse.bench.operational import latency_figures
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
-from lakehouse.bench.measured_run import cores_used, delivery
+from lakehouse.bench.under_load import cores_used, delivery
 from lakehouse.bench.capacity import load_shape, search_rates
 from shared.query_progress import ProgressSummary
 from tests.conftest import make_config

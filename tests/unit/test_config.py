@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from shared import PROJECT_ROOT
-from shared.config import load_config, render
+from shared.config_loading import load_config, render
 from shared.config_layers import apply_override, as_overrides, read_yaml
 from shared.storage import local_folder
 from shared.errors import ConfigError
@@ -143,7 +143,7 @@ def test_security_is_rendered_for_both_clients(monkeypatch):
 
 
 def test_with_overrides_revalidates_and_keeps_secrets(monkeypatch):
-    from shared.config import with_overrides
+    from shared.config_loading import with_overrides
 
     monkeypatch.setenv("KAFKA_SASL_USERNAME", "u")
     monkeypatch.setenv("KAFKA_SASL_PASSWORD", "p")
@@ -158,7 +158,7 @@ def test_with_overrides_revalidates_and_keeps_secrets(monkeypatch):
 
 
 def test_a_child_gets_the_whole_configuration_in_one_file_without_the_secrets(monkeypatch):
-    from shared.config import with_overrides, write_for_child
+    from shared.config_loading import with_overrides, write_for_child
 
     monkeypatch.setenv("KAFKA_SASL_USERNAME", "u")
     monkeypatch.setenv("KAFKA_SASL_PASSWORD", "the-password")

@@ -97,7 +97,7 @@ def test_the_hot_pages_a_rate_carries_are_the_most_that_generate_accepts():
 
 
 def test_late_events_from_config_are_beyond_the_fast_watermark_and_within_golds():
-    from shared.config import load_config
+    from shared.config_loading import load_config
 
     config = load_config(overrides=["hot_pages.watermark=5s", "hot_pages.window=5s", "analytical.watermark=10 minutes"])
 

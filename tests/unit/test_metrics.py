@@ -13,7 +13,7 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from shared.config import load_config
+from shared.config_loading import load_config
 from shared.errors import LakehouseError
 from lakehouse.monitoring.live_consumers import ConsumerReading
 from lakehouse.monitoring.metrics import QueryFacts, QueryMetrics
@@ -310,7 +310,7 @@ def test_disabled_metrics_serve_nothing_and_equal_ports_are_refused():
 
 
 def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_to_the_recorded_rows():
-    from lakehouse.cli.analytical import with_running_now
+    from lakehouse.cli.run import with_running_now
     from lakehouse.monitoring.running_queries import activity_line, query_rows
 
     facts = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True, real_time=True,

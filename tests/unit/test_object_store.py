@@ -4,7 +4,7 @@ roots and settings refused before anything starts."""
 import pytest
 
 from shared.checkpoint_locks import exclusive, holder
-from shared.config import load_config
+from shared.config_loading import load_config
 from shared.errors import ConfigError, LakehouseError
 from shared.object_store import S3Access, bucket_and_key, is_s3
 
@@ -107,7 +107,7 @@ def test_an_object_store_roots_checkpoints_are_locked_on_this_machine(tmp_path, 
 
 
 def test_the_secret_shows_neither_in_the_settings_repr_nor_in_the_effective_config(monkeypatch):
-    from shared.config import render
+    from shared.config_loading import render
 
     monkeypatch.setenv("MY_S3_SECRET", "do-not-print-me")
     config = load_config(None, [*S3_PROFILE, "storage.s3.access_key_id=id",

@@ -74,7 +74,7 @@ def test_every_silenced_warning_is_listed_for_users():
     (["spark.known_warnings=show"], "NEUTRAL"),
 ])
 def test_a_failed_heartbeat_is_hidden_only_where_the_executor_is_in_the_drivers_jvm(overrides, heartbeat_warnings):
-    from shared.config import load_config
+    from shared.config_loading import load_config
     from shared.spark import spark_conf
 
     options = spark_conf(load_config(None, overrides), class_archive=False)["spark.driver.extraJavaOptions"]
