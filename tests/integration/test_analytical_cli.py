@@ -160,6 +160,9 @@ def test_sql_gives_the_answer_spark_gives_now_and_at_an_older_version(spark, his
 
 
 def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(spark, history):
+    """Its time: a second backfill of the four streams, then `maintain` as a user runs it (a console
+    script with a JVM of its own: OPTIMIZE, Z-order and VACUUM of five tables), then a trend by Spark;
+    in a busy run, about two minutes."""
     config, history, _ = history
     again = json.loads(lakehouse(history, "analytical", "--available-now", "--format", "json").stdout)
     assert [layer["query"] for layer in again] == [stream.name for stream in STREAMS]
