@@ -67,6 +67,7 @@ def fast_path_workload(spark, config) -> None:
     from datetime import datetime, timezone
 
     from operational.hot_pages import alerting_transform
+    from operational.mode import fast_path_mode
 
     now = datetime.now(timezone.utc)
     values = [json.dumps({"eventId": f"e{n}", "pageId": f"/p{n % 3}", "eventTime": now.isoformat()}).encode()
@@ -74,7 +75,8 @@ def fast_path_workload(spark, config) -> None:
     kafka = spark.createDataFrame([(None, value, "clicks", 0, offset, now, 0) for offset, value in enumerate(values)],
                                   "key binary, value binary, topic string, partition int, offset long, "
                                   "timestamp timestamp, timestampType int")
-    kafka.transform(alerting_transform(config), config.hot_pages, config.quality).collect()
+    kafka.transform(alerting_transform(fast_path_mode(config), config.operational.real_time), config.hot_pages,
+                    config.quality).collect()
 
 
 def main(argv: list[str] | None = None) -> int:

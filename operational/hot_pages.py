@@ -35,7 +35,7 @@ from pyspark.sql.streaming import DataStreamWriter, StreamingQuery
 
 from operational.catch_up import needs_catch_up, unread_backlog_age
 from shared.alerts import ALERTING_QUERY, to_alert_records
-from shared.config import Config, HotPagesConfig, QualityConfig
+from shared.config import Config, HotPagesConfig, QualityConfig, RealTimeSettings
 from shared.durations import spark_interval
 from shared.errors import LakehouseError
 from shared.kafka import read_clicks_stream
@@ -44,7 +44,7 @@ from shared.parsing import parse_clicks, valid_clicks
 from shared.query_progress import LATE_METRICS
 from shared.rule import (assign_window, count_distinct_clicks_per_window, count_first_copies_per_window,
                          crossing_count, hot_windows, is_alerted_count, with_event_time_watermark)
-from operational.mode import fast_path_mode
+from operational.mode import FastPathMode, fast_path_mode
 from shared.spark import BATCHES_TO_RETAIN, scheduler_pool, session_conf
 from shared.spark_internals import jvm_dataset_transform
 from shared.stream import Stage, Stream
@@ -108,17 +108,17 @@ def running_distinct_counts(events: DataFrame, window: timedelta, recheck: timed
     return counts.observe(LATE_METRICS, late).where(F.col("clickCount") > 0)
 
 
-def alerting_transform(config: Config) -> Callable[[DataFrame, HotPagesConfig, QualityConfig], DataFrame]:
-    """The whole fast path as one transform, for its mode (and in real-time mode,
-    `operational.real_time.state_operator`)."""
-    if not fast_path_mode(config).real_time:
+def alerting_transform(mode: FastPathMode, real_time: RealTimeSettings,
+                       ) -> Callable[[DataFrame, HotPagesConfig, QualityConfig], DataFrame]:
+    """The whole fast path as one transform, for its mode (and in real-time mode, the state operator
+    `real_time.state_operator` names)."""
+    if not mode.real_time:
         return hot_page_alerts
-    operational = config.operational
-    if operational.real_time.state_operator == "transform-with-state":
+    if real_time.state_operator == "transform-with-state":
         def alerts(clicks: DataFrame, hot: HotPagesConfig, quality: QualityConfig) -> DataFrame:
             # each window looked at once per real-time batch (`running_distinct_counts`), and no row
             # written below the count the rule first alerts at
-            counts = partial(running_distinct_counts, recheck=operational.real_time.checkpoint_interval,
+            counts = partial(running_distinct_counts, recheck=real_time.checkpoint_interval,
                              least_count=crossing_count(hot.threshold))
             return hot_page_alerts_real_time(clicks, hot, quality, count=counts)
         return alerts
@@ -129,7 +129,8 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     """The clicks topic -> the alerts topic (the roots are unused: the fast path reads and writes Kafka)."""
     clicks = read_clicks_stream(spark, config.kafka, config.operational)
     return (
-        clicks.transform(alerting_transform(config), config.hot_pages, config.quality)
+        clicks.transform(alerting_transform(fast_path_mode(config), config.operational.real_time), config.hot_pages,
+                         config.quality)
         .writeStream.format("kafka")
         .options(**spark_options(config.kafka))
         .option("topic", config.kafka.topics.alerts)
