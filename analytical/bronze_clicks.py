@@ -76,7 +76,7 @@ def to_bronze(records: DataFrame) -> DataFrame:
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """Kafka -> bronze/clicks under `target_root` (`source_root` is unused: bronze reads Kafka)."""
     records = read_clicks_stream(spark, config.kafka, config.analytical, headers=True).transform(to_bronze)
-    path = TABLE.create(spark, target_root, records.schema)
+    path = TABLE.at(target_root).create(spark, records.schema)
     return (
         records.writeStream.format("delta")
         .outputMode("append")

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from analytical.quality import Suite
 from analytical.registry import TABLES
-from analytical.tables import NoCommitYet, Table, read_table
+from analytical.tables import NoCommitYet, Table
 from shared.config import Config
 from shared.progress import tracked
 from shared.storage import local_side
@@ -56,8 +56,10 @@ def check(spark: SparkSession, config: Config, report: Report,
     context.variables.save()
     source = _get_or_add(lambda: context.data_sources.get(_SOURCE), lambda: context.data_sources.add_spark(_SOURCE))
 
-    def read(table: str) -> DataFrame:
-        return read_table(spark, config.storage.root, table)
+    declared = {table.name: table for table in TABLES}
+
+    def read(table: Table | str) -> DataFrame:
+        return declared[str(table)].at(config.storage.root).read(spark)
 
     rows, skipped = [], {}
     for suite in tracked(suites(config, tables), "check", unit="suites", detail=lambda suite: suite.table):

@@ -17,19 +17,19 @@ from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
 from analytical.fast_path_history import FastPathHistory
-from analytical.tables import is_delta_table, table_path
+from analytical.tables import is_delta_table
 from shared.alerts import ALERTING_QUERY
 from shared.broker_readings import BrokerOffsets
 from shared.checkpoint_locks import StoppedMarks, holder
 from shared.checkpoints import kafka_offsets, read_checkpoint_log
-from shared.config import Config
+from shared.config import Config, KafkaConfig
 
 
-def topic_end(config: Config) -> dict[int, int] | None:
+def topic_end(kafka: KafkaConfig) -> dict[int, int] | None:
     """Per partition, the clicks topic's end offset now (None when the broker does not say)."""
-    offsets = BrokerOffsets(config.kafka)
+    offsets = BrokerOffsets(kafka)
     try:
-        ends = offsets([config.kafka.topics.clicks])
+        ends = offsets([kafka.topics.clicks])
     finally:
         offsets.close()
     return None if ends is None else {partition: end for (_, partition), end in ends.items()}
@@ -74,7 +74,7 @@ def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: di
     if unread:
         return f"bronze has not read {unread:,} clicks on {config.kafka.topics.clicks}: {catch_up}"
     for stream, source in ((silver_clicks.STREAM, bronze_clicks.TABLE), (gold_page_clicks_5s.STREAM, silver_clicks.TABLE)):
-        path = table_path(config.storage.root, source)
+        path = source.at(config.storage.root).path
         newest = _newest_version(spark, path)
         read = version_read_by(spark, config, stream.name)
         if newest is not None and (read is None or _changes_data(spark, path, range(read + 1, newest + 1))):

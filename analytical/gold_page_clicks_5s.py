@@ -86,7 +86,7 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
     return (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(silver_clicks.TABLE.path(source_root))
+        .load(silver_clicks.TABLE.at(source_root).path)
         .select("eventId", "pageId", "eventTime", KAFKA_TIMESTAMP)
         .transform(with_event_time_watermark, config.analytical.watermark)
     )
@@ -118,7 +118,7 @@ def refuse_counts_of_another_query(spark: SparkSession, path: str, query: str) -
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
     """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
     clicks = read_silver(spark, config, source_root).transform(observe_arrivals)
-    path = TABLE.create(spark, target_root, clicks.transform(page_clicks_5s, config.hot_pages).schema)
+    path = TABLE.at(target_root).create(spark, clicks.transform(page_clicks_5s, config.hot_pages).schema)
     checkpoint = checkpoint_location(target_root, STREAM.name)
     suite, policy, checked_as = TABLE.suite(config), STREAM.expectation_policy(config), metrics_name(STREAM.name)
 

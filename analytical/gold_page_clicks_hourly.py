@@ -124,7 +124,7 @@ def read_window_changes(spark: SparkSession, config: Config, source_root: str) -
         spark.readStream.format("delta")
         .option("readChangeFeed", "true")
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(gold_page_clicks_5s.TABLE.path(source_root))
+        .load(gold_page_clicks_5s.TABLE.at(source_root).path)
         .withWatermark("windowStart", spark_interval(delay))
     )
 

@@ -22,7 +22,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from analytical.registry import TABLES
-from analytical.tables import Table, is_delta_table
+from analytical.tables import Table
 from shared.config import Config
 from shared.progress import tracked
 
@@ -41,8 +41,9 @@ def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
     results = []
     for table in tracked(tables, "maintain", unit="tables"):
         z_order = table.z_order
-        path = table.path(config.storage.root)
-        if not is_delta_table(spark, path):
+        located = table.at(config.storage.root)
+        path = located.path
+        if not located.exists(spark):
             report(f"[maintain] {table}: no table yet, skipped")
             continue
         _drop_deletion_vectors(spark, path, report)

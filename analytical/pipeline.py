@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from analytical.registry import STREAMS, check_policies, in_layer
-from analytical.tables import delete_path, is_delta_table, move_path
+from analytical.tables import delete_path, move_path
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.errors import LakehouseError
@@ -138,9 +138,9 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
     """
     live = config.storage.root
     staging = config.path("_rebuild")
-    for bronze in (table.path(live) for stream in in_layer("bronze", streams) for table in stream.writes):
-        if not is_delta_table(spark, bronze):
-            raise LakehouseError(f"there is no bronze table at {bronze}: run `lakehouse analytical --available-now` "
+    for bronze in (table.at(live) for stream in in_layer("bronze", streams) for table in stream.writes):
+        if not bronze.exists(spark):
+            raise LakehouseError(f"there is no bronze table at {bronze.path}: run `lakehouse analytical --available-now` "
                                  "first")
     delete_path(spark, staging)
     rebuilt = [stream for stream in streams if stream.layer != "bronze"]
@@ -163,11 +163,11 @@ def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live:
     """Replace each live table by its staged build in one commit, and the stream's checkpoint."""
     for stream in streams:
         for table in stream.writes:
-            table.create(spark, live, table.schema)  # its declared properties, which an overwrite keeps
+            table.at(live).create(spark, table.schema)  # its declared properties, which an overwrite keeps
             (
-                spark.read.format("delta").load(table.path(staging))
+                spark.read.format("delta").load(table.at(staging).path)
                 .write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-                .save(table.path(live))
+                .save(table.at(live).path)
             )
             report(f"[rebuild] published {table}")
         move_path(spark, checkpoint_location(staging, stream.name), checkpoint_location(live, stream.name))

@@ -33,7 +33,6 @@ from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
 from analytical.closed_windows import fast_path_still_counting, medallion_still_counting, topic_end, version_read_by
 from analytical.fast_path_history import FastPathHistory
 from analytical.fast_path_model import fast_path_model, horizon, in_range, reported_count
-from analytical.tables import read_table
 from shared.alerts import ALERTING_QUERY
 from shared.alerts_topic import AlertBook, latest_alerts
 from shared.checkpoints import read_checkpoint_log
@@ -67,10 +66,10 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     """The reconciliation as a JSON-ready dict (keys in CONTRACT.md, "Reconciliation")."""
     hot = config.hot_pages
     root = config.storage.root
-    gold = read_table(spark, root, gold_page_clicks_5s.TABLE)
+    gold = gold_page_clicks_5s.TABLE.at(root).read(spark)
     silver_version = _silver_version_read_by_gold(spark, config)
-    silver = read_table(spark, root, silver_clicks.TABLE, None if silver_version is None else str(silver_version))
-    bronze = read_table(spark, root, bronze_clicks.TABLE)
+    silver = silver_clicks.TABLE.at(root).read(spark, None if silver_version is None else str(silver_version))
+    bronze = bronze_clicks.TABLE.at(root).read(spark)
     book = latest_alerts(config.kafka, config.kafka.topics.alerts)
     history = FastPathHistory.from_log(read_checkpoint_log(spark, config.checkpoint(ALERTING_QUERY)),
                                        config.kafka.topics.clicks)
@@ -79,7 +78,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     newest_ms = silver.agg(F.unix_millis(F.max("eventTime"))).first()[0]
     gold_closed_ms = -1 if newest_ms is None else newest_ms - int(hot.watermark.total_seconds() * 1000)
     fast_closed_ms = -1 if history.closed_up_to_ms is None else history.closed_up_to_ms
-    clicks_end = topic_end(config)
+    clicks_end = topic_end(config.kafka)
     open_paths = {"fast path": fast_path_still_counting(spark, config, history, clicks_end),
                   "gold": medallion_still_counting(spark, config, clicks_end)}
 

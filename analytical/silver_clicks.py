@@ -161,11 +161,11 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     bronze = (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(bronze_clicks.TABLE.path(source_root))
+        .load(bronze_clicks.TABLE.at(source_root).path)
     )
     parsed = bronze.transform(parse_clicks, config.quality, KAFKA_TIMESTAMP).transform(with_silver_expectations, config)
-    clicks_path = TABLE.create(spark, target_root, parsed.transform(silver_clicks).schema)
-    quarantine_path = QUARANTINE.create(spark, target_root, parsed.transform(quarantined).schema)
+    clicks_path = TABLE.at(target_root).create(spark, parsed.transform(silver_clicks).schema)
+    quarantine_path = QUARANTINE.at(target_root).create(spark, parsed.transform(quarantined).schema)
     sink = partial(write_batch, clicks_path=clicks_path, quarantine_path=quarantine_path,
                    watermark=config.analytical.watermark)
     return parsed.writeStream.foreachBatch(sink)

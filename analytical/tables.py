@@ -73,23 +73,61 @@ class Table:
                       trigger=lambda config: getattr(config.analytical.triggers, layer),
                       lateness=lambda config: config.analytical.watermark, writes=(self, *also_writes), policy=policy)
 
-    def path(self, root: str) -> str:
-        return table_path(root, self.name)
+    def at(self, root: str) -> "TableAt":
+        """The table under one storage root: a handle that knows its path, reads and creates it.
 
-    def create(self, spark: SparkSession, root: str, produced: StructType) -> str:
-        """Create the table under `root` unless it is there (the streams' writes need one); its path.
+            windows = gold_page_clicks_5s.TABLE.at(config.storage.root).read(spark)
+        """
+        return TableAt(self, root)
+
+
+@dataclass(frozen=True)
+class TableAt:
+    """A declared table bound to its location under a storage root (`Table.at`)."""
+
+    table: Table
+    root: str
+
+    @property
+    def path(self) -> str:
+        return location(self.root, self.table.name)
+
+    def create(self, spark: SparkSession, produced: StructType) -> str:
+        """Create the table unless it is there (the streams' writes need one); its path.
 
         `produced`: the schema of the rows the stream is about to write. A transform that no longer
         produces the declared schema is a LakehouseError naming the difference, before anything
         is written.
         """
-        if produced != self.schema:
-            raise LakehouseError(f"the rows written to {self.name} do not match its declared schema: "
-                                 f"{_difference(self.schema, produced)}")
-        path = self.path(root)
-        properties = {CHANGE_FEED: "true"} if self.change_feed else {}
-        create_if_missing(spark, path, self.schema, self.partition_by, self.stats_columns, properties)
-        return path
+        table = self.table
+        if produced != table.schema:
+            raise LakehouseError(f"the rows written to {table} do not match its declared schema: "
+                                 f"{_difference(table.schema, produced)}")
+        properties = {CHANGE_FEED: "true"} if table.change_feed else {}
+        create_if_missing(spark, self.path, table.schema, table.partition_by, table.stats_columns, properties)
+        return self.path
+
+    def exists(self, spark: SparkSession) -> bool:
+        """Whether the table holds a commit now (is_delta_table)."""
+        return is_delta_table(spark, self.path)
+
+    def read(self, spark: SparkSession, as_of: str | None = None) -> DataFrame:
+        """The table as a batch DataFrame, at a version or timestamp (`as_of`) when given.
+
+        A missing table is a LakehouseError that says which backfill fills it; one with no commit yet, one
+        that says so.
+        """
+        path = self.path
+        if not is_delta_table(spark, path):
+            file_system, log = hadoop_file_system(spark, f"{path.rstrip('/')}/_delta_log")
+            if file_system.exists(log):
+                raise NoCommitYet(f"the Delta table {self.table} at {path} has {NO_COMMIT_YET}")
+            raise LakehouseError(f"there is no Delta table {self.table} at {path}: run `{_FILLED_BY}` to build it")
+        reader = spark.read.format("delta")
+        if as_of is not None:
+            option = "versionAsOf" if as_of.isdigit() else "timestampAsOf"
+            reader = reader.option(option, as_of)
+        return reader.load(path)
 
 
 def _difference(declared: StructType, produced: StructType) -> str:
@@ -106,11 +144,6 @@ def _difference(declared: StructType, produced: StructType) -> str:
 
 def _described(field: StructField) -> str:
     return field.dataType.simpleString() + ("" if field.nullable else " not null")
-
-
-def table_path(root: str, table: Table | str) -> str:
-    """Where `table` (or a table name, a path of CONTRACT.md's such as `silver/clicks`) lives under `root`."""
-    return location(root, str(table))
 
 
 #: The table property under which Delta records each commit's changed rows (`Table.change_feed`).
@@ -160,25 +193,6 @@ def _clear_log_without_commit(spark: SparkSession, path: str) -> None:
 
 class NoCommitYet(LakehouseError):
     """A table whose folder and log exist without a commit (analytical.delta_log): no reader can open it."""
-
-
-def read_table(spark: SparkSession, root: str, table: Table | str, as_of: str | None = None) -> DataFrame:
-    """A table as a batch DataFrame, at a version or timestamp (`as_of`) when given.
-
-    A missing table is a LakehouseError that says which backfill fills it; one with no commit yet, one
-    that says so.
-    """
-    path = table_path(root, table)
-    if not is_delta_table(spark, path):
-        file_system, log = hadoop_file_system(spark, f"{path.rstrip('/')}/_delta_log")
-        if file_system.exists(log):
-            raise NoCommitYet(f"the Delta table {table} at {path} has {NO_COMMIT_YET}")
-        raise LakehouseError(f"there is no Delta table {table} at {path}: run `{_FILLED_BY}` to build it")
-    reader = spark.read.format("delta")
-    if as_of is not None:
-        option = "versionAsOf" if as_of.isdigit() else "timestampAsOf"
-        reader = reader.option(option, as_of)
-    return reader.load(path)
 
 
 def is_delta_table(spark: SparkSession, path: str) -> bool:

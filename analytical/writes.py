@@ -23,7 +23,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import TimestampType
 
 from analytical.quality import metrics_name, passing, with_expectations
-from analytical.tables import Table
+from analytical.tables import TableAt
 from shared.config import Config
 from shared.stream import Stream
 
@@ -219,14 +219,14 @@ def cached(batch: DataFrame) -> Iterator[DataFrame]:
     batch.unpersist()
 
 
-def upsert_stream(rows: DataFrame, table: Table, root: str, keys: tuple[str, ...], prune: Prune,
+def upsert_stream(rows: DataFrame, table: TableAt, keys: tuple[str, ...], prune: Prune,
                   output_mode: str, keep: Callable[[DataFrame], DataFrame] = lambda batch: batch) -> DataStreamWriter:
-    """A stream that writes each micro-batch of `rows`, through `keep`, over `table` under `root` (`upsert`).
+    """A stream that writes each micro-batch of `rows`, through `keep`, over `table` (`upsert`).
 
     Gold's writers. The table is created first. Each batch is persisted for the passes over it (its
     cells, then the write): recomputing a stateful batch would redo the aggregation.
     """
-    path = table.create(rows.sparkSession, root, rows.transform(keep).schema)
+    path = table.create(rows.sparkSession, rows.transform(keep).schema)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         with cached(batch):
@@ -243,7 +243,7 @@ def checked_upsert_stream(rows: DataFrame, stream: Stream, config: Config, root:
     [table] = stream.writes
     policy = stream.expectation_policy(config)
     checked = rows.transform(with_expectations, table.suite(config), policy, metrics_name(stream.name))
-    return upsert_stream(checked, table, root, keys, prune, output_mode, keep=lambda batch: passing(batch, policy))
+    return upsert_stream(checked, table.at(root), keys, prune, output_mode, keep=lambda batch: passing(batch, policy))
 
 
 def _as_text(bound: Column, is_time: bool) -> Column:

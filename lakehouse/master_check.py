@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from shared.config import Config
+from shared.config import ClusterConfig, Config
 from shared.errors import LakehouseError
 from operational.mode import fast_path_mode
 
@@ -153,9 +153,8 @@ def master_key(config: Config) -> str:
     return "spark.master"
 
 
-def web_ui_port(config: Config, host: str, port: int) -> int:
+def web_ui_port(cluster: ClusterConfig, host: str, port: int) -> int:
     """Where a master's web UI is looked for: the embedded clusters' own, else Spark's default."""
-    cluster = config.cluster
     if host == cluster.host:
         embedded = {cluster.master_port: cluster.webui_port, cluster.fast_path.master_port: cluster.fast_path.webui_port}
         return embedded.get(port, DEFAULT_WEB_UI_PORT)
@@ -197,7 +196,7 @@ def require_fit_master(config: Config, note: Callable[[str], None] | None) -> No
     real_time = mode.real_time
     need = Need(master, master_key(config), real_time, (mode.runtime if real_time else current()).spark_version(),
                 config.operational.real_time.task_slots, MEDALLION.spark_version)
-    web_uis = [f"http://{host}:{web_ui_port(config, host, port)}" for host, port in addresses]
+    web_uis = [f"http://{host}:{web_ui_port(config.cluster, host, port)}" for host, port in addresses]
     for (host, port), web_ui in zip(addresses, web_uis):
         report = ask(host, port, web_ui)
         if report is not None and report.status == "ALIVE":  # the one drivers register with (others: standby)

@@ -11,17 +11,17 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from shared.config import Config
+from shared.config import Config, KafkaConfig
 from shared.kafka_settings import spark_options
 from shared.parsing import parse_clicks, valid_clicks
 from shared.rule import count_clicks_per_window, dedupe_clicks, mark_hot
 
 
-def read_topic(spark: SparkSession, config: Config, topic: str) -> DataFrame:
+def read_topic(spark: SparkSession, kafka: KafkaConfig, topic: str) -> DataFrame:
     """Every record on `topic` now, with Kafka's columns (key, value, topic, partition, offset, timestamp)."""
     return (
         spark.read.format("kafka")
-        .options(**spark_options(config.kafka))
+        .options(**spark_options(kafka))
         .option("subscribe", topic)
         .option("startingOffsets", "earliest")
         .option("endingOffsets", "latest")
@@ -30,7 +30,7 @@ def read_topic(spark: SparkSession, config: Config, topic: str) -> DataFrame:
 
 
 def profile_topic(spark: SparkSession, config: Config, topic: str, top: int = 10) -> dict[str, Any]:
-    parsed = read_topic(spark, config, topic).transform(parse_clicks, config.quality).cache()
+    parsed = read_topic(spark, config.kafka, topic).transform(parse_clicks, config.quality).cache()
     windows = None
     try:
         totals = parsed.agg(

@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from shared import PROJECT_ROOT
-from shared.config import Config, SparkConfig
+from shared.config import Config, SparkConfig, StorageConfig
 from shared.object_store import S3Access, is_s3, require_reachable
 from shared.storage import local_folder
 from shared.jvm import class_archive_option, jars, java_executable
@@ -110,7 +110,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
     }
     if runtime.delta:
         settings |= DELTA_SETTINGS
-    settings |= _state_store_settings(spark) | _storage_settings(config)
+    settings |= _state_store_settings(spark) | _storage_settings(config.storage)
     project_java_options = {key: settings[key] for key in JAVA_OPTIONS_KEYS}
     settings |= {key: str(value) for key, value in spark.conf.items()}
     settings |= application_settings
@@ -154,12 +154,12 @@ def _state_store_settings(spark: SparkConfig) -> dict[str, str]:
     }
 
 
-def _storage_settings(config: Config) -> dict[str, str]:
+def _storage_settings(storage: StorageConfig) -> dict[str, str]:
     """What the storage root needs: a local folder's checkpoint file manager, S3's settings."""
-    root = config.storage.root
+    root = storage.root
     settings = {"spark.sql.streaming.checkpointFileManagerClass": LOCAL_CHECKPOINT_MANAGER} \
         if local_folder(root) is not None else {}
-    return settings | (S3Access.of(config.storage.s3).spark_settings() if is_s3(root) else {})
+    return settings | (S3Access.of(storage.s3).spark_settings() if is_s3(root) else {})
 
 
 def spark_session(config: Config, class_archive: bool = True, application: Application | None = None,

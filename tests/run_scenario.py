@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
-from analytical.tables import is_delta_table, read_table
 from shared.alerts_topic import latest_alerts
 from shared.kafka import ensure_topics
 from tests.contract_oracle import highest_alert
@@ -80,7 +79,7 @@ def alerted(config) -> dict[tuple[str, datetime], int]:
 
 
 def gold(spark, config) -> dict[tuple[str, datetime], int]:
-    rows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S).collect()
+    rows = GOLD_PAGE_CLICKS_5S.at(config.storage.root).read(spark).collect()
     return {(row.pageId, row.windowStart.replace(tzinfo=timezone.utc)): row.clickCount for row in rows}
 
 
@@ -92,7 +91,7 @@ def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_a
     call `while_running` with run's process, stop it with SIGTERM (exit 0 required); returns its stderr."""
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     send(config, *(click(event_id, page, time, day=DAY) for event_id, page, time in clicks))
-    gold_path = f"{config.storage.root}/{GOLD_PAGE_CLICKS_5S}"
+    gold_table = GOLD_PAGE_CLICKS_5S.at(config.storage.root)
     with open(log, "w") as stderr:
         running = subprocess.Popen([LAKEHOUSE, *extra_args, "run", *options], stdout=subprocess.PIPE,
                                    stderr=stderr, text=True, env=env)
@@ -106,7 +105,7 @@ def run_on_crafted_traffic(spark, config, options: list[str], log: Path, extra_a
             try:
                 wait_for(lambda: holds("alerts", lambda: alerted(config), expected_alerts(real_time, clicks)),
                          timeout_s, "the alerts the oracle expects", every_s=1)
-                wait_for(lambda: is_delta_table(spark, gold_path) and holds("gold", lambda: gold(spark, config),
+                wait_for(lambda: gold_table.exists(spark) and holds("gold", lambda: gold(spark, config),
                                                                             expected_windows(clicks)),
                          timeout_s, "gold as the oracle expects", every_s=3)
             except AssertionError as timed_out:

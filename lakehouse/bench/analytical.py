@@ -117,7 +117,6 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     expectations, a query's start and stop.
     """
     from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
-    from analytical.tables import read_table
     from shared.parsing import parse_clicks
     from shared.rule import dedupe_clicks
     from shared.spark import spark_session
@@ -129,14 +128,14 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     rows: dict[str, int] = {}
 
     def write(frame, table) -> None:
-        path = table.create(spark, floor_root, table.schema)  # a batch's aggregates may say nullable where a stream's do not
+        path = table.at(floor_root).create(spark, table.schema)  # a batch's aggregates may say nullable where a stream's do not
         frame.write.format("delta").mode("overwrite").save(path)
         rows[str(table)] = spark.read.format("delta").load(path).count()
 
     jvm_pid = spark_internals.jvm_pid(spark)
     cpu_before = cpu_seconds(jvm_pid)
     started = time.monotonic()
-    parsed = (read_table(spark, config.storage.root, bronze_clicks.TABLE)
+    parsed = (bronze_clicks.TABLE.at(config.storage.root).read(spark)
               .transform(parse_clicks, config.quality, bronze_clicks.KAFKA_TIMESTAMP)
               .transform(silver_clicks.written_parts).cache())
     rows[str(bronze_clicks.TABLE)] = parsed.count()
@@ -147,10 +146,10 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     write(parsed.transform(silver_clicks.quarantined), silver_clicks.QUARANTINE)
     parsed.unpersist()
     seconds["silver"] = time.monotonic() - started - sum(seconds.values())
-    silver = read_table(spark, floor_root, silver_clicks.TABLE).select("eventId", "pageId", "eventTime")
+    silver = silver_clicks.TABLE.at(floor_root).read(spark).select("eventId", "pageId", "eventTime")
     write(silver.transform(gold_page_clicks_5s.page_clicks_5s, config.hot_pages), gold_page_clicks_5s.TABLE)
     seconds["gold_5s"] = time.monotonic() - started - sum(seconds.values())
-    windows = read_table(spark, floor_root, gold_page_clicks_5s.TABLE)
+    windows = gold_page_clicks_5s.TABLE.at(floor_root).read(spark)
     write(windows.transform(gold_page_clicks_hourly.as_inserted).transform(gold_page_clicks_hourly.roll_up_hours),
           gold_page_clicks_hourly.TABLE)
     seconds["gold_hourly"] = time.monotonic() - started - sum(seconds.values())

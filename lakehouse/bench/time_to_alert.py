@@ -55,8 +55,8 @@ def first_alerts(alerts: DataFrame) -> DataFrame:
 def window_latencies(spark: SparkSession, config: Config) -> DataFrame:
     """Per window over the threshold or alerted: alertId, when its crossing click and its first alert
     were appended (either null when the other side has none), and the latency between them."""
-    crossings = crossing_clicks(read_topic(spark, config, config.kafka.topics.clicks), config)
-    alerted = first_alerts(read_topic(spark, config, config.kafka.topics.alerts))
+    crossings = crossing_clicks(read_topic(spark, config.kafka, config.kafka.topics.clicks), config)
+    alerted = first_alerts(read_topic(spark, config.kafka, config.kafka.topics.alerts))
     return crossings.join(alerted, "alertId", "full_outer").select(
         "alertId", "crossedAt", "firstAlertAt",
         (F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt")).alias("latencyMs"))

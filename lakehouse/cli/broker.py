@@ -5,15 +5,23 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse.cli.common import output_options, print_rows, said_status, say
+from lakehouse.cli.common import output_options, print_rows, say, service_handlers
 from shared.config import Config
 
 
-def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
+def _broker(config: Config) -> Any:
     from lakehouse.services.broker import EmbeddedBroker
+
+    return EmbeddedBroker(config, log=say)
+
+
+HANDLERS = service_handlers(_broker)
+
+
+def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
     from shared.kafka import ensure_topics
 
-    bootstrap = EmbeddedBroker(config, log=say).start()
+    bootstrap = _broker(config).start()
     topics = [config.kafka.topics.clicks, config.kafka.topics.alerts]
     created = ensure_topics(config.kafka, topics, timestamp_type=args.timestamp_type)
     if created:
@@ -21,19 +29,6 @@ def cmd_kafka_start(config: Config, args: argparse.Namespace) -> int:
         say(f"created topics {', '.join(created)} ({config.kafka.partitions} partitions{stamp})")
     print(bootstrap)
     return 0
-
-
-def cmd_kafka_stop(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.services.broker import EmbeddedBroker
-
-    EmbeddedBroker(config, log=say).stop()
-    return 0
-
-
-def cmd_kafka_status(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.services.broker import EmbeddedBroker
-
-    return said_status(EmbeddedBroker(config, log=say).status())
 
 
 def cmd_kafka_topics(config: Config, args: argparse.Namespace) -> int:
@@ -65,10 +60,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     start.set_defaults(handler=cmd_kafka_start)
     kafka_commands.add_parser("stop", parents=[common], help="stop it: SIGTERM, then SIGKILL only if it hangs",
                               description="Stop the broker and wait until its process is gone.").set_defaults(
-                                  handler=cmd_kafka_stop, uses_secrets=False)
+                                  handler=HANDLERS["stop"], uses_secrets=False)
     kafka_commands.add_parser("status", parents=[common], help="say whether it runs and answers (exit 1 if not)",
                               description="Print whether the broker runs and answers metadata requests; exit 1 when it does not."
-                              ).set_defaults(handler=cmd_kafka_status)
+                              ).set_defaults(handler=HANDLERS["status"])
     topics = kafka_commands.add_parser("topics", parents=[common, output_options()], help="list topics with their record counts",
                                        description="List the broker's topics, partitions and records held.")
     topics.set_defaults(handler=cmd_kafka_topics)

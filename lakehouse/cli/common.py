@@ -133,6 +133,27 @@ def said_status(status: Any) -> int:
     return 0 if status.healthy else 1
 
 
+Handler = Callable[[Config, argparse.Namespace], int]
+
+
+def service_handlers(service: Callable[[Config], Any]) -> dict[str, Handler]:
+    """The `start`, `stop` and `status` commands of an embedded service (`service(config)` builds it, with
+    its log to stderr): start prints where it answers, stop waits until its process is gone, status says
+    it in one line and exits 1 when it is not healthy."""
+    def start(config: Config, args: argparse.Namespace) -> int:
+        print(service(config).start())
+        return 0
+
+    def stop(config: Config, args: argparse.Namespace) -> int:
+        service(config).stop()
+        return 0
+
+    def status(config: Config, args: argparse.Namespace) -> int:
+        return said_status(service(config).status())
+
+    return {"start": start, "stop": stop, "status": status}
+
+
 def passthrough(config: Config, args: argparse.Namespace) -> list[str]:
     """What a child `lakehouse` process (a path's, a benchmark's) is given: `config`, this command's
     configuration, as one file (shared.config_loading.write_for_child), and --verbose when this command has it."""

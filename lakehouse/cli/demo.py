@@ -193,7 +193,6 @@ def _questions(spark, config: Config, note) -> str:
     from analytical import gold_page_clicks_5s, pipeline, trends
     from analytical.checks import check
     from analytical.reconciliation import reconcile
-    from analytical.tables import read_table
     from lakehouse.bench.time_to_alert import time_to_alert
     from shared.alerts_topic import latest_alerts
 
@@ -212,7 +211,7 @@ def _questions(spark, config: Config, note) -> str:
          f"max {figures['max_ms']} ms over {figures['alerts']} windows")
 
     _say("\n== 5. a trend question on gold (`lakehouse query top-pages --limit 5`)")
-    windows = read_table(spark, config.storage.root, gold_page_clicks_5s.TABLE)
+    windows = gold_page_clicks_5s.TABLE.at(config.storage.root).read(spark)
     rows, _ = trends.answer(trends.on_spark(windows, "top-pages", limit=5))
     for row in rows:
         _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))

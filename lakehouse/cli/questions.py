@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from lakehouse.cli.common import instant, output_options, positive, print_rows, say, window_range_options
-from shared.config import Config
+from shared.config import Config, StorageConfig
 from shared.errors import ConfigError
 from shared.object_store import is_s3, require_reachable
 from shared.storage import local_folder
@@ -15,27 +15,27 @@ from shared.storage import local_folder
 ENGINES = ("auto", "duckdb", "spark")
 
 
-def in_process_root(config: Config) -> str | None:
+def in_process_root(storage: StorageConfig) -> str | None:
     """The lake's root when the in-process engine can read it (a local folder or S3) and is installed,
     else None; an S3 root's bucket is checked first, so a store that cannot answer is said in one line."""
-    if local_folder(config.storage.root) is None and not is_s3(config.storage.root):
+    if local_folder(storage.root) is None and not is_s3(storage.root):
         return None
     try:
         import deltalake  # noqa: F401
         import duckdb  # noqa: F401
     except ImportError:
         return None
-    require_reachable(config.storage.root, config.storage.s3)
-    local = local_folder(config.storage.root)
-    return config.storage.root if local is None else str(local)
+    require_reachable(storage.root, storage.s3)
+    local = local_folder(storage.root)
+    return storage.root if local is None else str(local)
 
 
-def open_lake(root: str, config: Config, **moment: Any) -> Any:
+def open_lake(root: str, storage: StorageConfig, **moment: Any) -> Any:
     """The lake under `root` for DuckDB (`moment`: SqlLake's as_of and versions), having said in one
     line which tables it leaves out for having no commit yet."""
     from analytical.sql import SqlLake
 
-    lake = SqlLake(root, s3=config.storage.s3, **moment)
+    lake = SqlLake(root, s3=storage.s3, **moment)
     note = lake.note()
     if note:
         say(note)
@@ -45,7 +45,7 @@ def open_lake(root: str, config: Config, **moment: Any) -> Any:
 def _engine(config: Config, asked: str) -> str:
     if asked == "spark":
         return "spark"
-    root = in_process_root(config)
+    root = in_process_root(config.storage)
     if root is not None:
         return "duckdb"
     if asked == "duckdb":
@@ -66,7 +66,7 @@ def cmd_query(config: Config, args: argparse.Namespace) -> int:
         table = sql_name(trends.GOLD_PAGE_CLICKS_5S)
         as_of = None if args.as_of is None or args.as_of.isdigit() else instant(args.as_of)
         versions = {table: int(args.as_of)} if args.as_of and args.as_of.isdigit() else {}
-        lake = open_lake(in_process_root(config), config, as_of=as_of, versions=versions)
+        lake = open_lake(in_process_root(config.storage), config.storage, as_of=as_of, versions=versions)
         if table not in lake.tables:
             raise lake.absent(table, f"there is no Delta table {trends.GOLD_PAGE_CLICKS_5S} under "
                               f"{config.storage.root}: run `lakehouse analytical --available-now` to build it")
@@ -74,11 +74,11 @@ def cmd_query(config: Config, args: argparse.Namespace) -> int:
         say(f"{len(rows)} rows from {trends.GOLD_PAGE_CLICKS_5S} version {lake.tables[table]}{moment} "
             "(DuckDB, in this process)")
     else:
-        from analytical.tables import read_table
+        from analytical import gold_page_clicks_5s
         from shared.spark import spark_session
 
         spark = spark_session(config)
-        windows = read_table(spark, config.storage.root, trends.GOLD_PAGE_CLICKS_5S, as_of=args.as_of)
+        windows = gold_page_clicks_5s.TABLE.at(config.storage.root).read(spark, as_of=args.as_of)
         result = trends.on_spark(windows, args.question, args.start, args.end, **values)
         rows, files = trends.answer(result)
         columns = result.columns
@@ -96,11 +96,11 @@ def _version(text: str) -> tuple[str, int]:
 
 
 def cmd_sql(config: Config, args: argparse.Namespace) -> int:
-    root = in_process_root(config)
+    root = in_process_root(config.storage)
     if root is None:
         raise ConfigError(f"lakehouse sql reads a local folder or S3 (storage.root: {config.storage.root}) and needs "
                           "the readers extra (`make setup`, or pip install -e '.[readers]')")
-    lake = open_lake(root, config, as_of=args.as_of, versions=dict(args.version or []))
+    lake = open_lake(root, config.storage, as_of=args.as_of, versions=dict(args.version or []))
     columns, rows = lake.answer(args.query)
     moment = f" as of {args.as_of.isoformat()}" if args.as_of else ""
     say(f"{len(rows)} rows (DuckDB over {', '.join(f'{name}@v{version}' for name, version in lake.tables.items())}"

@@ -68,11 +68,11 @@ def cmd_status(config: Config, args: argparse.Namespace) -> int:
     since = datetime.now(timezone.utc) - timedelta(minutes=args.minutes)
     missing = LakehouseError(f"no progress recorded at {path} yet: it fills while `lakehouse run`, "
                              "`operational` or `analytical` run")
-    root = in_process_root(config)
+    root = in_process_root(config.storage)
     if root is not None:  # DuckDB in this process: no JVM to start
         from analytical.sql import duckdb_spelling, sql_name
 
-        lake = open_lake(root, config)
+        lake = open_lake(root, config.storage)
         if sql_name(TABLE) not in lake.tables:
             raise lake.absent(sql_name(TABLE), str(missing))
         _, rows = lake.answer(duckdb_spelling(SUMMARY_SQL, progress=TABLE), {"since": since})

@@ -5,28 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from lakehouse.cli.common import said_status, say
+from lakehouse.cli.common import say, service_handlers
 from shared.config import Config
 
 
-def cmd_storage_start(config: Config, args: argparse.Namespace) -> int:
+def _store(config: Config) -> Any:
     from lakehouse.services.object_store import EmbeddedObjectStore
 
-    print(EmbeddedObjectStore(config, log=say).start())
-    return 0
+    return EmbeddedObjectStore(config, log=say)
 
 
-def cmd_storage_stop(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.services.object_store import EmbeddedObjectStore
-
-    EmbeddedObjectStore(config, log=say).stop()
-    return 0
-
-
-def cmd_storage_status(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.services.object_store import EmbeddedObjectStore
-
-    return said_status(EmbeddedObjectStore(config, log=say).status())
+HANDLERS = service_handlers(_store)
 
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
@@ -40,10 +29,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "start", parents=[common], help="start it with the bucket made; prints the endpoint",
         description="Start the store unless it runs, make storage.root's bucket, and print the endpoint once the "
         "bucket answers the configured credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or storage.s3)."
-    ).set_defaults(handler=cmd_storage_start)
+    ).set_defaults(handler=HANDLERS["start"])
     actions.add_parser("stop", parents=[common], help="stop it: SIGTERM, then SIGKILL only if it hangs",
                        description="Stop the store and wait until its process is gone; its objects stay."
-                       ).set_defaults(handler=cmd_storage_stop, uses_secrets=False)
+                       ).set_defaults(handler=HANDLERS["stop"], uses_secrets=False)
     actions.add_parser("status", parents=[common], help="say whether it runs and its bucket answers (exit 1 if not)",
                        description="Print whether the store runs and storage.root's bucket answers the configured "
-                       "credentials; exit 1 when not.").set_defaults(handler=cmd_storage_status)
+                       "credentials; exit 1 when not.").set_defaults(handler=HANDLERS["status"])

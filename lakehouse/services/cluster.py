@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from shared.config import Config
+from shared.config import ClusterConfig, Config
 from shared.errors import LakehouseError
 from shared.jvm import java_executable
 from shared.runtime import FAST_PATH, MEDALLION, Runtime
@@ -55,8 +55,8 @@ class Layout:
     worker_cores: int
 
 
-def layout(config: Config, runtime: Runtime) -> Layout:
-    cluster = config.cluster
+def layout(cluster: ClusterConfig, runtime: Runtime) -> Layout:
+    """Where `runtime`'s embedded cluster lives and listens, and its workers."""
     if runtime == FAST_PATH:
         fast = cluster.fast_path
         return Layout(runtime, Path(cluster.run_dir) / "fast-path", fast.master_port, fast.webui_port,
@@ -116,7 +116,7 @@ class StandaloneCluster:
 
     def __init__(self, config: Config, runtime: Runtime = MEDALLION, log=print):
         self.settings = config.cluster
-        self.layout = layout(config, runtime)
+        self.layout = layout(config.cluster, runtime)
         self.name = f"the {runtime.name} cluster"
         self.host = self.settings.host
         self.master_url = f"spark://{self.host}:{self.layout.master_port}"

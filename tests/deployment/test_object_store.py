@@ -15,7 +15,6 @@ import pytest
 
 from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
-from analytical.tables import read_table
 from shared.config_loading import with_overrides
 from shared.storage import local_side
 from tests.conftest import S3_CREDENTIALS, SECOND_STORE_BUCKET, free_port
@@ -60,8 +59,8 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
                 else lakehouse_here(*command, *options))
         assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
     assert gold(spark, s3_config) == expected_windows(ENDING_HOT), "gold after the backfill (and the rebuild)"
-    assert read_table(spark, s3_root, BRONZE_CLICKS).count() == len(ENDING_HOT), "bronze: every record sent"
-    assert {row.eventId for row in read_table(spark, s3_root, SILVER_CLICKS).select("eventId").collect()} == {
+    assert BRONZE_CLICKS.at(s3_root).read(spark).count() == len(ENDING_HOT), "bronze: every record sent"
+    assert {row.eventId for row in SILVER_CLICKS.at(s3_root).read(spark).select("eventId").collect()} == {
         event_id for event_id, _, _ in ENDING_HOT}, "silver: each event once"
     # Every alerted window compared, the last one too, which no watermark closes: both paths stopped cleanly
     # (their marks on the store say so, where no lock here can) having read every click.

@@ -36,7 +36,6 @@ from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
-from analytical.tables import read_table
 from operational import hot_pages
 from shared.config_loading import with_overrides
 from shared.kafka import ensure_topics
@@ -107,21 +106,21 @@ def alert_records_per_window(config) -> str:
 def assert_the_medallion_equals_the_truth(spark, config, truth: Truth) -> dict:
     root = config.storage.root
     bronze = [(r.partition, r.offset, None if r.value is None else bytes(r.value))
-              for r in read_table(spark, root, BRONZE_CLICKS).where(f"topic = '{config.kafka.topics.clicks}'")
+              for r in BRONZE_CLICKS.at(root).read(spark).where(f"topic = '{config.kafka.topics.clicks}'")
               .select("partition", "offset", "value").collect()]
     assert len(bronze) == len(set((p, o) for p, o, _ in bronze)), "a record twice in bronze"
     assert {(p, o): v for p, o, v in bronze} == truth.records, "bronze is not the topic, record for record"
 
-    silver = read_table(spark, root, SILVER_CLICKS).select("eventId", "pageId", "eventTime").collect()
+    silver = SILVER_CLICKS.at(root).read(spark).select("eventId", "pageId", "eventTime").collect()
     assert len(silver) == len({row.eventId for row in silver}), "an event twice in silver"
     assert {row.eventId for row in silver} == set(truth.events), "silver is not the distinct valid events"
 
     quarantine = {(r.partition, r.offset): r.reason
-                  for r in read_table(spark, root, SILVER_QUARANTINE).select("partition", "offset", "reason").collect()}
+                  for r in SILVER_QUARANTINE.at(root).read(spark).select("partition", "offset", "reason").collect()}
     assert quarantine == truth.invalid, "the quarantine is not the invalid records with their reasons"
 
     gold = {(r.pageId, int(r.windowStart.timestamp()) * 1_000_000): r.clickCount
-            for r in read_table(spark, root, GOLD_PAGE_CLICKS_5S).collect()}
+            for r in GOLD_PAGE_CLICKS_5S.at(root).read(spark).collect()}
     assert gold == truth.windows, "gold is not the recount of the distinct valid events"
     return {"bronze": len(bronze), "silver": len(silver), "quarantine": len(quarantine), "gold_windows": len(gold)}
 

@@ -24,7 +24,6 @@ from analytical import pipeline, trends
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.registry import STREAMS
 from analytical.sql import SqlLake
-from analytical.tables import read_table
 from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
@@ -73,7 +72,7 @@ def history(spark, broker_overrides, tmp_path_factory):
 def ask(spark, config, name, start=None, end=None, as_of=None, **values):
     """Question `name` asked by Spark and by DuckDB (in this process) of the lake, at a version when
     `as_of`: both engines must give the same rows."""
-    windows = read_table(spark, config.storage.root, GOLD_PAGE_CLICKS_5S, as_of=as_of)
+    windows = GOLD_PAGE_CLICKS_5S.at(config.storage.root).read(spark, as_of=as_of)
     rows, _ = trends.answer(trends.on_spark(windows, name, start, end, **values))
     lake = SqlLake(config.storage.root, versions={"gold.page_clicks_5s": int(as_of)} if as_of else None)
     assert trends.on_duckdb(lake, name, start, end, **values)[1] == rows

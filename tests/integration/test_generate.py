@@ -26,7 +26,7 @@ def generate(capsys, overrides, *args) -> dict:
 
 
 def records_by_partition(spark, config, topic) -> dict:
-    rows = read_topic(spark, config, topic).select("partition", "offset", "key", "value").collect()
+    rows = read_topic(spark, config.kafka, topic).select("partition", "offset", "key", "value").collect()
     return {p: [(bytes(r.key), r.value and bytes(r.value)) for r in sorted(rows, key=lambda r: r.offset) if r.partition == p]
             for p in {r.partition for r in rows}}
 

@@ -27,7 +27,7 @@ from analytical.gold_page_clicks_hourly import TABLE as GOLD_PAGE_CLICKS_HOURLY
 from analytical.registry import STREAMS, TABLES
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
-from analytical.tables import Table, is_delta_table, read_table
+from analytical.tables import Table
 from shared.query_progress import ProgressSummary
 from tests.examples import gold_page_clicks_1m
 from tests.helpers import click, send
@@ -49,7 +49,7 @@ WITH_EXAMPLE = (*STREAMS, gold_page_clicks_1m.STREAM)
 
 
 def table(spark, config, declared: Table):
-    return read_table(spark, config.storage.root, declared)
+    return declared.at(config.storage.root).read(spark)
 
 
 def gold_counts(spark, config) -> dict[tuple[str, str], int]:
@@ -61,7 +61,7 @@ def gold_counts(spark, config) -> dict[tuple[str, str], int]:
 def versions(spark, config) -> dict[Table, int]:
     from delta.tables import DeltaTable
 
-    return {table: DeltaTable.forPath(spark, table.path(config.storage.root)).history(1).first()["version"]
+    return {table: DeltaTable.forPath(spark, table.at(config.storage.root).path).history(1).first()["version"]
             for table in TABLES}
 
 
@@ -173,7 +173,7 @@ def test_maintain_drops_the_deletion_vectors_of_a_gold_table_made_with_them(spar
     deltalake then reads the rows Spark reads."""
     send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)), click("b0", "/b", "10:00:01.000"))
     backfill(spark, lake)
-    path = GOLD_PAGE_CLICKS_5S.path(lake.storage.root)
+    path = GOLD_PAGE_CLICKS_5S.at(lake.storage.root).path
     spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     spark.sql(f"UPDATE delta.`{path}` SET isHot = isHot WHERE pageId = '/a'")  # a write under the old protocol
     detail = f"DESCRIBE DETAIL delta.`{path}`"
@@ -216,7 +216,7 @@ def test_a_stop_ends_a_backfill_at_its_running_layer_and_a_stopped_rebuild_publi
 
     stopped = pipeline.backfill(spark, lake, report=stop_when("[bronze_clicks] started"))
     assert [run.name for run in stopped] == ["bronze_clicks"], "a layer started after the stop"
-    assert not is_delta_table(spark, SILVER_CLICKS.path(lake.storage.root))
+    assert not SILVER_CLICKS.at(lake.storage.root).exists(spark)
 
     assert backfill(spark, lake)["gold_page_clicks_5s"] == 5  # the next backfill goes on from the checkpoints
     assert gold_counts(spark, lake) == {("/a", "10:00:00"): 4, ("/b", "10:00:00"): 1}
@@ -273,8 +273,8 @@ def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gol
     built = {name: spark.createDataFrame(frame.collect(), frame.schema) for name, frame in built.items()}
     gold_version = versions(spark, lake)[GOLD_PAGE_CLICKS_5S]
     # Silver gone wrong (a row lost, the quarantine emptied): the rebuild makes it again from bronze.
-    spark.sql(f"DELETE FROM delta.`{SILVER_CLICKS.path(lake.storage.root)}` WHERE eventId = 'z'")
-    spark.sql(f"DELETE FROM delta.`{SILVER_QUARANTINE.path(lake.storage.root)}`")
+    spark.sql(f"DELETE FROM delta.`{SILVER_CLICKS.at(lake.storage.root).path}` WHERE eventId = 'z'")
+    spark.sql(f"DELETE FROM delta.`{SILVER_QUARANTINE.at(lake.storage.root).path}`")
 
     # Interrupted once silver is published and gold's checkpoints are gone, then run again, as its
     # docstring says to.

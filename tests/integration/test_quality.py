@@ -19,7 +19,6 @@ from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
 from analytical.registry import in_layer
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
-from analytical.tables import read_table
 from shared.errors import LakehouseError
 from shared.kafka import ensure_topics
 from tests.conftest import make_config
@@ -59,9 +58,9 @@ def test_silver_applies_its_expectations_as_it_writes_and_reports_them_in_progre
     run = silver_backfill(spark, config)
 
     assert run.failed_expectations == {"eventTimeNotAheadOfIngest": 1}
-    silver = {row.eventId for row in read_table(spark, config.storage.root, SILVER_CLICKS).collect()}
+    silver = {row.eventId for row in SILVER_CLICKS.at(config.storage.root).read(spark).collect()}
     quarantine = [(row.reason, json.loads(row.value)["eventId"])
-                  for row in read_table(spark, config.storage.root, SILVER_QUARANTINE).collect()]
+                  for row in SILVER_QUARANTINE.at(config.storage.root).read(spark).collect()]
     if policy == "warn":
         assert silver == {"e1", "e2", "e-ahead"} and quarantine == []
     else:
@@ -74,7 +73,7 @@ def test_the_fail_policy_stops_the_stream_naming_the_expectation(spark, config_o
 
     with pytest.raises(LakehouseError, match="eventTimeNotAheadOfIngest"):
         silver_backfill(spark, config)
-    assert read_table(spark, config.storage.root, SILVER_CLICKS).count() == 0
+    assert SILVER_CLICKS.at(config.storage.root).read(spark).count() == 0
 
 
 def test_check_passes_on_the_medallion_and_fails_with_exit_1_on_a_corrupted_gold_table(spark, config_overrides):

@@ -19,7 +19,6 @@ import pytest
 from analytical import pipeline
 from analytical.reconciliation import CAUSES, reconcile
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
-from analytical.tables import read_table
 from operational import hot_pages
 from shared.alerts_topic import latest_alerts
 from shared.kafka import producer_for
@@ -82,7 +81,7 @@ def test_clean_traffic_every_closed_hot_window_matches_and_counts_are_equal(spar
     assert result["windowsCompared"] == 4 and result["matched"] == 4
     assert result["mismatches"] == [] and result["unexplained"] == 0 and result["consistent"] is True
     gold = {(row.pageId, row.windowStart.strftime("%H:%M:%S")): row.clickCount
-            for row in read_table(spark, both.storage.root, GOLD_PAGE_CLICKS_5S).where("isHot").collect()}
+            for row in GOLD_PAGE_CLICKS_5S.at(both.storage.root).read(spark).where("isHot").collect()}
     alerted = {(a.page_id, a.window_start[11:19]): a.click_count
                for a in latest_alerts(both.kafka, both.kafka.topics.alerts).latest.values()}
     assert alerted == gold == {("/p1", "10:00:00"): 5, ("/p2", "10:00:00"): 4,

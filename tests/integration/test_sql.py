@@ -41,7 +41,7 @@ def _per_page(*batches: list[tuple]) -> list[dict]:
 
 def test_sql_answers_at_each_version_and_moment_and_refuses_anything_but_a_select(spark, tmp_path):
     root = tmp_path / "lake"
-    path = GOLD_PAGE_CLICKS_5S.create(spark, str(root), GOLD_PAGE_CLICKS_5S.schema)  # version 0, empty
+    path = GOLD_PAGE_CLICKS_5S.at(str(root)).create(spark, GOLD_PAGE_CLICKS_5S.schema)  # version 0, empty
     first = _windows(datetime(2026, 11, 22, 10, 0, 0, tzinfo=timezone.utc), {"/a": 5, "/b": 2})
     second = _windows(datetime(2026, 11, 22, 10, 0, 5, tzinfo=timezone.utc), {"/a": 1, "/c": 7})
     for rows in (first, second):  # versions 1 and 2

@@ -10,7 +10,7 @@ from pyspark.testing import assertSchemaEqual
 from analytical import silver_clicks
 from analytical.checks import suites
 from analytical.registry import STREAMS, TABLES
-from analytical.tables import Table, is_delta_table
+from analytical.tables import Table
 from operational import hot_pages
 from shared.errors import LakehouseError
 from tests.conftest import make_config
@@ -26,7 +26,7 @@ def test_each_stream_builds_and_creates_its_tables_with_exactly_the_declared_sch
     for stream in (*STREAMS, gold_page_clicks_1m.STREAM, hot_pages.STREAM):
         stream.writer(spark, config, root, root)
         for table in stream.writes:
-            assertSchemaEqual(spark.read.format("delta").load(table.path(root)).schema, table.schema, ignoreNullable=False)
+            assertSchemaEqual(spark.read.format("delta").load(table.at(root).path).schema, table.schema, ignoreNullable=False)
 
 
 def test_a_transform_that_drifts_from_its_declared_schema_is_refused_before_anything_is_written(spark, tmp_path):
@@ -35,10 +35,10 @@ def test_a_transform_that_drifts_from_its_declared_schema_is_refused_before_anyt
     drifted = StructType([StructField("pageId", StringType()), StructField("clickCount", LongType()),
                           StructField("extra", StringType())])
     with pytest.raises(LakehouseError) as refused:
-        declared.create(spark, str(tmp_path), drifted)
+        declared.at(str(tmp_path)).create(spark, drifted)
     assert "clickCount is bigint, declared bigint not null" in str(refused.value)
     assert "extra is not declared" in str(refused.value)
-    assert not is_delta_table(spark, declared.path(str(tmp_path)))
+    assert not declared.at(str(tmp_path)).exists(spark)
 
 
 @pytest.mark.parametrize("left", [[], ["_staged_commits/"], [".00000000000000000000.json.5f2c.tmp"]])
@@ -52,9 +52,9 @@ def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by
         (log / name).mkdir() if name.endswith("/") else (log / name).write_text("{")
     declared = Table("gold/example", StructType([StructField("pageId", StringType())]))
 
-    path = declared.create(spark, str(tmp_path), declared.schema)
+    path = declared.at(str(tmp_path)).create(spark, declared.schema)
 
-    assert is_delta_table(spark, path) and spark.read.format("delta").load(path).schema == declared.schema
+    assert declared.at(str(tmp_path)).exists(spark) and spark.read.format("delta").load(path).schema == declared.schema
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("version").collect()[0][0] == 0
 
 
