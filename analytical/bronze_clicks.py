@@ -10,15 +10,15 @@ partition (event time would scatter late events into old partitions and cannot b
 invalid record at all), and retention or a re-ingest of a day works on whole partitions. Silver
 streams the table in commit order and never needs to prune it.
 
-Exactly once: the Kafka offsets and the Delta commit of each micro-batch are tied together by the
-checkpoint (the Delta sink records the batch id in its transaction log and skips a replay).
+Exactly once: the medallion's query (analytical.medallion) lands each micro-batch first, as a Delta
+idempotent write (its query's id, the batch id): a batch replayed after a failure of a later layer
+finds its commit and lands nothing again.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 )
 
 from analytical.tables import Table
+from analytical.writes import Txn
 from shared.config import Config
 from shared.kafka import read_clicks_stream
 
@@ -73,16 +74,19 @@ def to_bronze(records: DataFrame) -> DataFrame:
     ).withColumn("ingestDate", F.to_date("ingestTime"))
 
 
-def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
-    """Kafka -> bronze/clicks under `target_root` (`source_root` is unused: bronze reads Kafka)."""
-    records = read_clicks_stream(spark, config.kafka, config.analytical, headers=True).transform(to_bronze)
-    path = TABLE.at(target_root).create(spark, records.schema)
-    return (
-        records.writeStream.format("delta")
-        .outputMode("append")
-        .partitionBy(*TABLE.partition_by)
-        .option("path", path)
-    )
+def read_kafka(spark: SparkSession, config: Config) -> DataFrame:
+    """The clicks topic as a stream of bronze rows."""
+    return read_clicks_stream(spark, config.kafka, config.analytical, headers=True).transform(to_bronze)
 
 
-STREAM = TABLE.stream(writer)
+def read_bronze(spark: SparkSession, config: Config, root: str) -> DataFrame:
+    """bronze/clicks under `root` as a stream of its rows, in commit order: what a rebuild reads."""
+    return (spark.readStream.format("delta")
+            .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
+            .load(TABLE.at(root).path))
+
+
+def land(rows: DataFrame, path: str, txn: Txn) -> None:
+    """Append a micro-batch's rows (bronze's columns, and others it drops) to the table at `path`, once per `txn`."""
+    txn.on(rows.select(*TABLE.schema.fieldNames()).write.format("delta").mode("append")
+           .partitionBy(*TABLE.partition_by)).save(path)

@@ -1,9 +1,8 @@
 """`gold/page_clicks_5s`: clicks per page and 5-second window, with isHot; the source of truth.
 
-  silver/clicks (Delta stream) -> watermark `analytical.watermark` -> Kafka append times observed
-  (gold's freshness) -> per micro-batch: clicks of closed windows dropped as late -> shared rule:
-  count per page and window -> added to the table's counts of the minutes it touches, once
-  (analytical.writes.upsert with a Txn)
+  the events a micro-batch of the medallion's query added to silver (analytical.medallion) -> clicks of
+  closed windows dropped as late -> shared rule: count per page and window -> added to the table's
+  counts of the minutes it touches, once (analytical.writes.upsert with a Txn)
 
 No state store: each batch counts its own clicks as a plain aggregation and adds them to the
 windows' counts in the table, which is where the counts live. The table's row is therefore always
@@ -15,17 +14,15 @@ batch id): a batch replayed after a crash finds its commit and writes nothing.
 Late is what Spark's state would call late: Spark tracks the watermark (max event time of the batches
 before, less `analytical.watermark`; the batch reads it from its checkpoint's offsets file), and a
 click whose window has ended at or before it is dropped from gold (`late_clicks` in the batch's
-progress, the layer's `dropped_by_watermark`); silver still holds it. The batch checks `suite`'s
+progress, the query's `dropped_by_watermark`); silver still holds it. The batch checks `suite`'s
 row-level expectations on the windows it counts, under its policy (declared `fail`;
-`quality.policies.gold_page_clicks_5s` overrides it). Observations made inside the batch reach its
-progress report through shared.query_progress.BATCH_OBSERVATIONS.
+`quality.policies.gold_page_clicks_5s` overrides it).
 """
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from analytical import silver_clicks
@@ -34,12 +31,10 @@ from analytical.quality import (Suite, between, equal, expectation_metrics, metr
                                 with_failed_expectation)
 from analytical.tables import Table
 from analytical.writes import Prune, Txn, cached, upsert, written_by
-from shared.checkpoints import batch_watermark_ms, query_id
 from shared.config import Config, HotPagesConfig
 from shared.errors import LakehouseError
-from shared.query_progress import ARRIVAL_METRICS, ARRIVAL_QUANTILES, BATCH_OBSERVATIONS, LATE_METRICS
+from shared.query_progress import ARRIVAL_METRICS, ARRIVAL_QUANTILES, LATE_METRICS
 from shared.rule import count_clicks_per_window, is_closed, is_hot, mark_hot, with_event_time_watermark
-from shared.storage import checkpoint_location
 
 KEYS = ("pageId", "windowStart")
 PRUNE = Prune("windowStart", "windowStart")
@@ -70,19 +65,19 @@ def page_clicks_5s(events: DataFrame, hot: HotPagesConfig) -> DataFrame:
     return events.transform(count_clicks_per_window, hot.window).transform(mark_hot, hot.threshold)
 
 
-def observe_arrivals(clicks: DataFrame) -> DataFrame:
-    """The clicks unchanged, with how many a micro-batch reads and when Kafka appended them (at
-    ARRIVAL_QUANTILES) observed as ARRIVAL_METRICS: with the batch's end, gold's freshness
-    (shared.query_progress.ProgressSummary.freshness_s), which /metrics and `lakehouse bench
-    freshness` report."""
-    appended_ms = F.unix_millis(KAFKA_TIMESTAMP)
-    return clicks.observe(ARRIVAL_METRICS, F.count(F.lit(1)).alias("clicks"),
-                          F.percentile_approx(appended_ms, list(ARRIVAL_QUANTILES)).alias("kafkaTimes"))
+def observe_arrivals(records: DataFrame, is_click: Column) -> DataFrame:
+    """The records unchanged, with how many clicks (the records where `is_click`) a micro-batch reads and
+    when Kafka appended them (at ARRIVAL_QUANTILES) observed as ARRIVAL_METRICS: with the batch's end,
+    gold's freshness (shared.query_progress.ProgressSummary.freshness_s), which /metrics and `lakehouse
+    bench freshness` report."""
+    appended_ms = F.when(is_click, F.unix_millis(KAFKA_TIMESTAMP))  # the percentiles skip nulls
+    return records.observe(ARRIVAL_METRICS, F.count_if(is_click).alias("clicks"),
+                           F.percentile_approx(appended_ms, list(ARRIVAL_QUANTILES)).alias("kafkaTimes"))
 
 
 def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFrame:
     """silver/clicks as a stream of (eventId, pageId, eventTime, kafkaTimestamp) under the analytical
-    watermark."""
+    watermark: what a gold table that follows silver reads."""
     return (
         spark.readStream.format("delta")
         .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
@@ -104,41 +99,32 @@ def add_counts(held: DataFrame, batch: DataFrame, threshold: int) -> DataFrame:
     return summed.transform(mark_hot, threshold)
 
 
-def refuse_counts_of_another_query(spark: SparkSession, path: str, query: str) -> None:
-    """A stream's first batch adds to the table only if the table is empty or its own: a new checkpoint
-    over counts that an earlier query wrote (its checkpoint deleted) would add every click of silver
-    to them a second time."""
+def refuse_counts_of_another_query(spark: SparkSession, path: str, query: str, checkpoint: str) -> None:
+    """A query's first batch adds to the table only if the table is empty or its own: a new checkpoint
+    over counts that an earlier query wrote (its checkpoint deleted) would add every click to them a
+    second time."""
     if not written_by(spark, path, query) and not spark.read.format("delta").load(path).isEmpty():
         raise LakehouseError(
-            f"{TABLE} holds counts that its stream's checkpoint ({STREAM.name}) did not write, so adding silver "
-            "to them would count clicks twice: run `lakehouse rebuild` (it recomputes silver and gold from "
-            "bronze), or delete the table together with the checkpoint")
+            f"{TABLE} holds counts that the query of the checkpoint {checkpoint} did not write, so adding "
+            "clicks to them would count them twice: run `lakehouse rebuild` (it recomputes silver and gold "
+            "from bronze), or delete silver and gold together with the checkpoint")
 
 
-def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
-    """silver/clicks under `source_root` -> gold/page_clicks_5s under `target_root`."""
-    clicks = read_silver(spark, config, source_root).transform(observe_arrivals)
-    path = TABLE.at(target_root).create(spark, clicks.transform(page_clicks_5s, config.hot_pages).schema)
-    checkpoint = checkpoint_location(target_root, STREAM.name)
-    suite, policy, checked_as = TABLE.suite(config), STREAM.expectation_policy(config), metrics_name(STREAM.name)
-
-    def write_batch(batch: DataFrame, batch_id: int) -> None:
-        query = query_id(spark, checkpoint)
-        if batch_id == 0:
-            refuse_counts_of_another_query(spark, path, query)
-        closed = is_closed(batch_watermark_ms(spark, checkpoint, batch_id))
-        windows = batch.transform(page_clicks_5s, config.hot_pages).transform(
-            with_failed_expectation, suite, policy, applies=~closed)
-        with cached(windows):
-            late = F.coalesce(F.sum(F.when(closed, F.col("clickCount"))), F.lit(0)).alias("late")
-            [observed] = windows.agg(late, *expectation_metrics(suite, policy, applies=~closed)).collect()
-            upsert(passing(windows.where(~closed), policy), path, KEYS, PRUNE,
-                   combine=lambda held, rows: add_counts(held, rows, config.hot_pages.threshold),
-                   txn=Txn(query, batch_id))
-        checked = observed.asDict()
-        BATCH_OBSERVATIONS.record(query, batch_id, {LATE_METRICS: {"late": checked.pop("late")}, checked_as: checked})
-
-    return clicks.writeStream.outputMode("append").foreachBatch(write_batch)
+def add_clicks(clicks: DataFrame, path: str, config: Config, txn: Txn, watermark_ms: int) -> dict[str, dict]:
+    """Add a micro-batch's new clicks (silver's rows) to the windows' counts in the table at `path`, once
+    per `txn`, but not those of windows the batch's watermark has closed; what it observed (late clicks,
+    the expectations), by observation name."""
+    suite, policy = TABLE.suite(config), TABLE.expectation_policy(config)
+    closed = is_closed(watermark_ms)
+    windows = clicks.transform(page_clicks_5s, config.hot_pages).transform(
+        with_failed_expectation, suite, policy, applies=~closed)
+    with cached(windows):
+        late = F.coalesce(F.sum(F.when(closed, F.col("clickCount"))), F.lit(0)).alias("late")
+        [observed] = windows.agg(late, *expectation_metrics(suite, policy, applies=~closed)).collect()
+        upsert(passing(windows.where(~closed), policy), path, KEYS, PRUNE,
+               combine=lambda held, rows: add_counts(held, rows, config.hot_pages.threshold), txn=txn)
+    checked = observed.asDict()
+    return {LATE_METRICS: {"late": checked.pop("late")}, metrics_name(TABLE.key): checked}
 
 
 TABLE = Table(
@@ -155,5 +141,5 @@ TABLE = Table(
     z_order=("windowStart",),
     expectations=suite,
     change_feed=True,  # what gold/page_clicks_hourly reads
+    policy="fail",
 )
-STREAM = TABLE.stream(writer, policy="fail")

@@ -148,5 +148,6 @@ TABLE = Table(
     ]),
     z_order=("hourStart",),  # as gold/page_clicks_5s: a correction rewrites the newest file only
     expectations=suite,
+    policy="fail",
 )
-STREAM = TABLE.stream(writer, policy="fail")
+STREAM = TABLE.stream(writer)

@@ -1,13 +1,12 @@
 """The medallion as a whole: its streams in order, run continuously, as a backfill, or rebuilt.
 
-  Kafka -> bronze_clicks -> bronze/clicks -> silver_clicks -> silver/clicks + silver/quarantine
-        -> gold_page_clicks_5s     -> gold/page_clicks_5s
+  Kafka -> medallion -> bronze/clicks, silver/clicks + silver/quarantine, gold/page_clicks_5s
         -> gold_page_clicks_hourly -> gold/page_clicks_hourly
 
 The streams are analytical.registry's, each declared in its own module (shared.stream.Stream):
-a name (its query name and checkpoint folder), a layer (which trigger it runs on, and its place in
-a rebuild) and a writer from a source root to a target root. The roots are `storage.root` for the
-live tables; a rebuild points the target at a staging root first.
+a name (its query name and checkpoint folder), a layer, a trigger and a writer from a source root to
+a target root. The roots are `storage.root` for the live tables; a rebuild points the target at a
+staging root first.
 """
 
 from __future__ import annotations
@@ -20,13 +19,15 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from analytical.registry import STREAMS, check_policies, in_layer
+from analytical import bronze_clicks, medallion
+from analytical.registry import STREAMS, check_policies, rebuilt
 from analytical.tables import delete_path, move_path
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.errors import LakehouseError
 from shared.progress import Progress
 from shared.spark import CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
+from shared.checkpoints import read_checkpoint_log
 from shared.storage import checkpoint_location
 from shared.query_progress import RunningTotals
 from shared.stopping import StopRequest
@@ -127,49 +128,61 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
             streams: tuple[Stream, ...] = STREAMS) -> list[LayerRun]:
     """Recompute silver and gold from bronze, from scratch, with fresh checkpoints.
 
-    Each stream after bronze is built in turn under a staging root, `storage.root/_rebuild`, from the
-    live tables, and published table by table with one overwrite commit each: a reader of a live
-    table sees the old version or the rebuilt one, never a half-built one. A stream is published
-    before the next one is built, because the next one's new checkpoint must follow the live table
-    it reads (a Delta stream is tied to one table): silver, then gold/page_clicks_5s, then the
-    hourly table from the 5-second table's changes. The streams must not run meanwhile. A stop
-    (SIGINT/SIGTERM) publishes nothing more: the stream being built is left unpublished; run the
-    rebuild again to finish.
+    The medallion's query over bronze (analytical.medallion.REBUILD), then each stream that follows it,
+    is built in turn under a staging root, `storage.root/_rebuild`, from the live tables, and published
+    table by table with one overwrite commit each: a reader of a live table sees the old version or the
+    rebuilt one, never a half-built one. A stream is published before the next one is built, because
+    the next one's new checkpoint must follow the live table it reads (a Delta stream is tied to one
+    table): silver and gold/page_clicks_5s, then the hourly table from the 5-second table's changes.
+    The live medallion keeps its checkpoint: it goes on from the Kafka offsets bronze ends at. The
+    streams must not run meanwhile. A stop (SIGINT/SIGTERM) publishes nothing more: the stream being
+    built is left unpublished; run the rebuild again to finish.
     """
     live = config.storage.root
     staging = config.path("_rebuild")
-    for bronze in (table.at(live) for stream in in_layer("bronze", streams) for table in stream.writes):
-        if not bronze.exists(spark):
-            raise LakehouseError(f"there is no bronze table at {bronze.path}: run `lakehouse analytical --available-now` "
-                                 "first")
+    bronze = bronze_clicks.TABLE.at(live)
+    if not bronze.exists(spark):
+        raise LakehouseError(f"there is no bronze table at {bronze.path}: run `lakehouse analytical --available-now` "
+                             "first")
+    _refuse_an_unfinished_batch(spark, config)
     delete_path(spark, staging)
-    rebuilt = [stream for stream in streams if stream.layer != "bronze"]
+    building = rebuilt(streams)
     runs = []
     with StopRequest() as stop:
-        for built, stream in enumerate(rebuilt, start=1):
+        for built, stream in enumerate(building, start=1):
             runs += backfill(spark, config, report, [stream], source_root=live, target_root=staging, stop=stop)
             if stop.event.is_set():  # its staged build may be partial: the live table stays as it was
                 report(f"[rebuild] stop requested: {stream.name}'s tables not published, the live ones unchanged "
                        "from there on; run `lakehouse rebuild` again to finish")
                 return runs
-            _publish(spark, [stream], staging, live, report)
-            for later in rebuilt[built:]:  # they followed a table just replaced
+            _publish(spark, stream, staging, live, report)
+            for later in building[built:]:  # they followed a table just replaced
                 delete_path(spark, checkpoint_location(live, later.name))
     delete_path(spark, staging)
     return runs
 
 
-def _publish(spark: SparkSession, streams: Sequence[Stream], staging: str, live: str, report: Report) -> None:
-    """Replace each live table by its staged build in one commit, and the stream's checkpoint."""
-    for stream in streams:
-        for table in stream.writes:
-            table.at(live).create(spark, table.schema)  # its declared properties, which an overwrite keeps
-            (
-                spark.read.format("delta").load(table.at(staging).path)
-                .write.format("delta").mode("overwrite").option("overwriteSchema", "true")
-                .save(table.at(live).path)
-            )
-            report(f"[rebuild] published {table}")
+def _refuse_an_unfinished_batch(spark: SparkSession, config: Config) -> None:
+    """A rebuild starts only after the live medallion's last batch finished: that batch, run again
+    after the rebuild, would add to gold the clicks the rebuild already counted from bronze."""
+    log = read_checkpoint_log(spark, config.checkpoint(medallion.STREAM.name))
+    if log and log.batches and not log.batches[-1].committed:
+        raise LakehouseError(f"the {medallion.STREAM.name} query's batch {log.batches[-1].batch_id} did not finish: "
+                             "run `lakehouse analytical --available-now` to finish it, then the rebuild")
+
+
+def _publish(spark: SparkSession, stream: Stream, staging: str, live: str, report: Report) -> None:
+    """Replace each live table by its staged build in one commit, and the stream's checkpoint (but the
+    medallion's: the live one reads Kafka, the staged one read bronze)."""
+    for table in stream.writes:
+        table.at(live).create(spark, table.schema)  # its declared properties, which an overwrite keeps
+        (
+            spark.read.format("delta").load(table.at(staging).path)
+            .write.format("delta").mode("overwrite").option("overwriteSchema", "true")
+            .save(table.at(live).path)
+        )
+        report(f"[rebuild] published {table}")
+    if stream is not medallion.REBUILD:
         move_path(spark, checkpoint_location(staging, stream.name), checkpoint_location(live, stream.name))
 
 

@@ -179,6 +179,6 @@ def passing(rows: DataFrame, policy: Policy) -> DataFrame:
     return kept.drop(FAILED_EXPECTATION)
 
 
-def metrics_name(query_name: str) -> str:
-    """The observed metrics' name in a stream's progress."""
-    return f"{EXPECTATIONS_PREFIX}{query_name}"
+def metrics_name(table_key: str) -> str:
+    """The name of the metrics a stream observes of one table's expectations (`Table.key`)."""
+    return f"{EXPECTATIONS_PREFIX}{table_key}"

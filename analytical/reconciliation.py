@@ -30,7 +30,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.closed_windows import fast_path_still_counting, medallion_still_counting, topic_end, version_read_by
+from analytical.closed_windows import (fast_path_still_counting, medallion_still_counting, silver_version_counted,
+                                       topic_end)
 from analytical.fast_path_history import FastPathHistory
 from analytical.fast_path_model import fast_path_model, horizon, in_range, reported_count
 from shared.alerts import ALERTING_QUERY
@@ -67,7 +68,7 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     hot = config.hot_pages
     root = config.storage.root
     gold = gold_page_clicks_5s.TABLE.at(root).read(spark)
-    silver_version = _silver_version_read_by_gold(spark, config)
+    silver_version = silver_version_counted(spark, config)
     silver = silver_clicks.TABLE.at(root).read(spark, None if silver_version is None else str(silver_version))
     bronze = bronze_clicks.TABLE.at(root).read(spark)
     book = latest_alerts(config.kafka, config.kafka.topics.alerts)
@@ -98,11 +99,6 @@ def reconcile(spark: SparkSession, config: Config, start: datetime | None = None
     closed_ms = min(fast_closed_ms, gold_closed_ms)
     return _verdict(rows, hot.threshold, book, history, silver_version, closed_ms, reported_count(config),
                     open_paths)
-
-
-def _silver_version_read_by_gold(spark: SparkSession, config: Config) -> int | None:
-    """The last silver version the gold stream has fully read; None (the latest) without its checkpoint."""
-    return version_read_by(spark, config, gold_page_clicks_5s.STREAM.name)
 
 
 def _alerts_frame(spark: SparkSession, book: AlertBook) -> DataFrame:

@@ -1,8 +1,9 @@
 """The medallion's streams and tables: the one list everything else derives from.
 
-Each stream and table is declared once, in the module named after it (`STREAM`, `TABLE`): name,
-layer, writer, expectation policy; path, explicit schema, partitioning, statistics, Z-order,
-suite. This module only puts the streams in dependency order. Running, backfilling and rebuilding
+Each table is declared once, in the module named after it (`TABLE`: path, explicit schema, partitioning,
+statistics, Z-order, suite, expectation policy), and each stream in the module named after it (`STREAM`:
+name, layer, writer, the tables it writes): the medallion's query (analytical.medallion) and the
+streams that follow its tables. This module only puts the streams in dependency order. Running, backfilling and rebuilding
 (analytical.pipeline), `lakehouse check` (analytical.checks), `lakehouse maintain`
 (analytical.maintenance), the `quality.policies` keys, `lakehouse run`'s latency benchmark and the
 tests all read these lists.
@@ -12,17 +13,15 @@ CONTRIBUTING.md says how to add a table.
 
 from __future__ import annotations
 
-from analytical import bronze_clicks, gold_page_clicks_5s, gold_page_clicks_hourly, silver_clicks
+from analytical import gold_page_clicks_hourly, medallion
 from analytical.tables import Table
 from shared.config import Config
 from shared.errors import ConfigError
 from shared.stream import Stream
 
-#: In dependency order: each stream reads what an earlier one writes.
+#: In dependency order: the medallion's query, then the streams that follow the tables it writes.
 STREAMS: tuple[Stream, ...] = (
-    bronze_clicks.STREAM,
-    silver_clicks.STREAM,
-    gold_page_clicks_5s.STREAM,
+    medallion.STREAM,
     gold_page_clicks_hourly.STREAM,
 )
 
@@ -30,16 +29,16 @@ STREAMS: tuple[Stream, ...] = (
 TABLES: tuple[Table, ...] = tuple(table for stream in STREAMS for table in stream.writes)
 
 
-def in_layer(layer: str, streams: tuple[Stream, ...] = STREAMS) -> list[Stream]:
-    """The streams of one layer, in dependency order."""
-    return [stream for stream in streams if stream.layer == layer]
+def rebuilt(streams: tuple[Stream, ...] = STREAMS) -> list[Stream]:
+    """What a rebuild runs, in order: the medallion's query over bronze, then the streams that follow it."""
+    return [medallion.REBUILD, *(stream for stream in streams if stream is not medallion.STREAM)]
 
 
 def check_policies(config: Config, streams: tuple[Stream, ...] = STREAMS) -> None:
-    """Refuse a `quality.policies` key that names no stream with expectations (a typo would
+    """Refuse a `quality.policies` key that names no table whose writes check expectations (a typo would
     otherwise leave the declared policy in force, silently)."""
-    known = [stream.name for stream in streams if stream.policy is not None]
+    known = [table.key for stream in streams for table in stream.writes if getattr(table, "policy", None)]
     for name in config.quality.policies:
         if name not in known:
-            raise ConfigError(f"quality.policies.{name}: no stream of that name checks expectations "
-                              f"(streams that do: {', '.join(known)})")
+            raise ConfigError(f"quality.policies.{name}: no table of that name checks expectations as it is "
+                              f"written (tables that do: {', '.join(known)})")

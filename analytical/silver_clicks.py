@@ -1,7 +1,8 @@
-"""`silver/clicks` and `silver/quarantine`: bronze parsed once, split into clean events and the rest.
+"""`silver/clicks` and `silver/quarantine`: each record parsed once, split into clean events and the rest.
 
-  bronze/clicks (Delta stream) -> shared parsing -> valid:   de-duplicated by eventId -> silver/clicks
-                                                 -> invalid: raw bytes + reason       -> silver/quarantine
+  a micro-batch of records (analytical.medallion) -> shared parsing
+      -> valid:   de-duplicated by eventId -> silver/clicks (and what is new there, to gold)
+      -> invalid: raw bytes + reason       -> silver/quarantine
 
 `silver/clicks` holds each valid event once, typed, with the Kafka coordinates and timestamp of
 its first copy (the earliest by Kafka timestamp, partition and offset). Two records are the same event when they share an
@@ -14,22 +15,22 @@ the watermark apart can come out differently depending on how bronze was split i
 `silver/quarantine` holds every record the parsing rejects, with its raw key and value and the
 InvalidReason: nothing that reached Kafka is dropped on the way to silver.
 
-The stream checks `suite`'s expectations on each valid event under its policy (declared `drop`;
+The medallion checks `suite`'s expectations on each valid event under its policy (declared `drop`;
 `quality.policies.silver_clicks` overrides it; analytical.quality): under `drop`, an event that
 breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
-Both are written by appending the rows the table does not hold yet (analytical.writes.insert_new):
-a replayed micro-batch finds its rows already there and adds nothing.
+Both are written by appending the rows the table does not hold yet (analytical.writes.new_rows):
+silver/clicks once per micro-batch (a Delta idempotent write), the quarantine by its records' keys. The
+events new to silver are found against silver as it was before the batch's own write, so a batch
+replayed after a failure of a later layer hands gold the same events again.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from functools import partial
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType
 
 from analytical.quality import (
@@ -46,7 +47,7 @@ from analytical.quality import (
 from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.tables import Table
-from analytical.writes import Prune, cached, insert_new, same_keys
+from analytical.writes import Prune, Txn, append, insert_new, new_rows, same_keys, version_before
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
@@ -103,8 +104,8 @@ def quarantine_suite(config: Config) -> Suite:
 
 def with_silver_expectations(parsed: DataFrame, config: Config) -> DataFrame:
     """Check the valid events as the stream reads them; under `drop`, make the failing ones invalid."""
-    policy = STREAM.expectation_policy(config)
-    checked = parsed.transform(with_expectations, TABLE.suite(config), policy, metrics_name(STREAM.name),
+    policy = TABLE.expectation_policy(config)
+    checked = parsed.transform(with_expectations, TABLE.suite(config), policy, metrics_name(TABLE.key),
                                applies=F.col("invalidReason").isNull())
     if policy != "drop":
         return checked.drop(FAILED_EXPECTATION)
@@ -131,8 +132,8 @@ def written_parts(parsed: DataFrame) -> DataFrame:
     """What the two tables take of parsed bronze rows: the event's columns, the coordinates and the
     reason of every row, and the raw key and value of the invalid ones only (null on a valid row).
 
-    `write_batch` caches a micro-batch for its two writes: a valid record's raw bytes (its columns
-    hold them) and its headers would be most of that cache, and neither table keeps them.
+    A rebuild caches a micro-batch of bronze as these for its writes: a valid record's raw bytes (its
+    columns hold them) and its headers would be most of that cache, and neither table keeps them.
     """
     invalid = F.col("invalidReason").isNotNull()
     return parsed.select(*EVENT_COLUMNS, *KAFKA_COORDINATES, "invalidReason",
@@ -144,31 +145,44 @@ RECORD = ("topic", "partition", "offset")
 SAME_RECORD = same_keys(RECORD)
 
 
-def write_batch(batch: DataFrame, batch_id: int, *, clicks_path: str, quarantine_path: str,
-                watermark: timedelta) -> None:
-    """One micro-batch of parsed bronze rows into both tables; safe to replay."""
-    with cached(batch.transform(written_parts)) as rows:
-        valid = rows.transform(silver_clicks)
-        events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
-        horizon = spark_interval(watermark)
-        insert_new(events, clicks_path, ("eventId",), same_event(watermark), Prune("eventTime", "eventTime", horizon),
-                   bounds_from=valid)
-        insert_new(rows.transform(quarantined), quarantine_path, RECORD, SAME_RECORD, Prune("offset", "offset"))
+def parsed(records: DataFrame, config: Config) -> DataFrame:
+    """Bronze rows parsed (shared.parsing) and checked against silver's expectations."""
+    return records.transform(parse_clicks, config.quality, KAFKA_TIMESTAMP).transform(with_silver_expectations, config)
 
 
-def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
-    """bronze/clicks under `source_root` -> silver/clicks and silver/quarantine under `target_root`."""
-    bronze = (
-        spark.readStream.format("delta")
-        .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(bronze_clicks.TABLE.at(source_root).path)
-    )
-    parsed = bronze.transform(parse_clicks, config.quality, KAFKA_TIMESTAMP).transform(with_silver_expectations, config)
-    clicks_path = TABLE.at(target_root).create(spark, parsed.transform(silver_clicks).schema)
-    quarantine_path = QUARANTINE.at(target_root).create(spark, parsed.transform(quarantined).schema)
-    sink = partial(write_batch, clicks_path=clicks_path, quarantine_path=quarantine_path,
-                   watermark=config.analytical.watermark)
-    return parsed.writeStream.foreachBatch(sink)
+def create(spark: SparkSession, rows: DataFrame, root: str) -> tuple[str, str]:
+    """Both tables under `root`, created unless there, for parsed rows; their paths."""
+    return (TABLE.at(root).create(spark, rows.transform(silver_clicks).schema),
+            QUARANTINE.at(root).create(spark, rows.transform(quarantined).schema))
+
+
+def _prune(watermark: timedelta) -> Prune:
+    """Where an event's earlier copies can be in silver/clicks: within the watermark of its event time."""
+    return Prune("eventTime", "eventTime", spark_interval(watermark))
+
+
+def new_events(rows: DataFrame, clicks_path: str, watermark: timedelta, txn: Txn, replayed: bool) -> DataFrame:
+    """The events of a micro-batch of parsed rows that silver/clicks did not hold before the batch's own
+    write (`txn`), one row each, in its columns: what the batch adds to silver, and gold counts.
+
+    Found against the table's version before that write, so evaluated again, after the write or in a
+    replay of the batch, it gives the same events. `replayed`: whether the batch may have been written
+    before (the first batch a query runs after it starts)."""
+    spark = rows.sparkSession
+    valid = rows.transform(silver_clicks)
+    events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
+    before = spark.read.format("delta").option(
+        "versionAsOf", version_before(spark, clicks_path, txn, replayed)).load(clicks_path)
+    new = new_rows(events, before, ("eventId",), same_event(watermark), _prune(watermark), bounds_from=valid)
+    return before.limit(0) if new is None else new
+
+
+def write_batch(rows: DataFrame, new: DataFrame, clicks_path: str, quarantine_path: str, watermark: timedelta,
+                txn: Txn) -> None:
+    """A micro-batch of parsed rows into both tables, safe to replay: its `new_events` to silver/clicks
+    once per `txn`, its invalid records to the quarantine unless there."""
+    append(new, clicks_path, _prune(watermark), txn)
+    insert_new(rows.transform(quarantined), quarantine_path, RECORD, SAME_RECORD, Prune("offset", "offset"))
 
 
 TABLE = Table(
@@ -179,6 +193,7 @@ TABLE = Table(
     stats_columns=("eventTime", "pageId", KAFKA_TIMESTAMP),
     z_order=("eventTime",),  # the MERGE finds an event's copies by an eventTime range
     expectations=suite,
+    policy="drop",
 )
 QUARANTINE = Table(
     "silver/quarantine",
@@ -191,4 +206,3 @@ QUARANTINE = Table(
     stats_columns=("offset", KAFKA_TIMESTAMP, "ingestTime"),
     expectations=quarantine_suite,
 )
-STREAM = TABLE.stream(writer, also_writes=(QUARANTINE,), policy="drop")

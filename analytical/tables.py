@@ -48,9 +48,23 @@ class Table:
     expectations: Callable[[Config], Suite] | None = None
     #: Whether Delta records its changes (`delta.enableChangeDataFeed`), for a stream that reads them.
     change_feed: bool = False
+    #: What a row that breaks one of its expectations does as it is written, unless
+    #: `quality.policies.<key>` says otherwise; None when its writes check none.
+    policy: ExpectationPolicy | None = None
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def key(self) -> str:
+        """Its name as one word (`gold_page_clicks_5s`): its key in `quality.policies` and its metrics' names."""
+        return self.name.replace("/", "_")
+
+    def expectation_policy(self, config: Config) -> ExpectationPolicy:
+        """The policy in force: the configured one, else the declared one."""
+        if self.policy is None:
+            raise LakehouseError(f"the writes of {self.name} check no expectations, so it has no policy")
+        return config.quality.policies.get(self.key, self.policy)
 
     @property
     def layer(self) -> str:
@@ -61,17 +75,15 @@ class Table:
         """Its expectations under `config`, named after the table; None when it has none."""
         return None if self.expectations is None else replace(self.expectations(config), table=self.name)
 
-    def stream(self, writer: Writer, *, also_writes: tuple["Table", ...] = (),
-               policy: ExpectationPolicy | None = None) -> Stream:
-        """The stream that writes this table, named after it: `gold/page_clicks_5s` is written by the query
-        (and checkpoint, and `quality.policies` key) `gold_page_clicks_5s`, in the layer `gold`.
+    def stream(self, writer: Writer) -> Stream:
+        """The stream that follows the medallion's query to write this table, named after it:
+        `gold/page_clicks_hourly` is written by the query (and checkpoint) `gold_page_clicks_hourly`,
+        on the trigger `analytical.triggers.gold`.
 
-            STREAM = TABLE.stream(writer, policy="fail")
+            STREAM = TABLE.stream(writer)
         """
-        layer = self.layer
-        return Stream(self.name.replace("/", "_"), layer, writer,
-                      trigger=lambda config: getattr(config.analytical.triggers, layer),
-                      lateness=lambda config: config.analytical.watermark, writes=(self, *also_writes), policy=policy)
+        return Stream(self.key, self.layer, writer, trigger=lambda config: config.analytical.triggers.gold,
+                      lateness=lambda config: config.analytical.watermark, writes=(self,))
 
     def at(self, root: str) -> "TableAt":
         """The table under one storage root: a handle that knows its path, reads and creates it.

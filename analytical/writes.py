@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, DataFrameWriter, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import TimestampType
@@ -75,17 +75,31 @@ def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, p
 
         insert_new(events, path, ("eventId",), "t.eventId = s.eventId", Prune("eventTime", "eventTime", "1 hour"))
     """
+    new = new_rows(batch, batch.sparkSession.read.format("delta").load(path), keys, match, prune, bounds_from)
+    if new is not None:
+        _write(new, path, prune)
+
+
+def new_rows(batch: DataFrame, table: DataFrame, keys: tuple[str, ...], match: str, prune: Prune,
+             bounds_from: DataFrame | None = None) -> DataFrame | None:
+    """The rows of `batch` that `match` finds no row of `table` for (`insert_new`, whose arguments these
+    are), in the table's columns; None when the batch is empty. A pure function of the batch and the
+    table's version: pass the version from before the batch's own write, and evaluating it again after
+    that write gives the same rows."""
     source = batch if bounds_from is None else bounds_from
     bounds = prune.condition(source)
     if bounds is None:
-        return  # an empty batch: no commit
-    target = batch.sparkSession.read.format("delta").load(path)
+        return None
     batch_keys = source.select(F.xxhash64(*keys).alias(_KEY_HASH)).distinct()
-    candidates = (target.alias("t").where(bounds).select(*dict.fromkeys((*keys, prune.target_column)))
+    candidates = (table.alias("t").where(bounds).select(*dict.fromkeys((*keys, prune.target_column)))
                   .withColumn(_KEY_HASH, F.xxhash64(*keys))
                   .join(F.broadcast(batch_keys), _KEY_HASH, "left_semi").drop(_KEY_HASH))
-    new = batch.alias("s").join(F.broadcast(candidates).alias("t"), F.expr(match), "left_anti")
-    _write(new.select(*target.columns), path, prune)
+    return batch.alias("s").join(F.broadcast(candidates).alias("t"), F.expr(match), "left_anti").select(*table.columns)
+
+
+def append(rows: DataFrame, path: str, prune: Prune, txn: Txn) -> None:
+    """Append `rows` (the table's columns) once per `txn`, each task's rows sorted on `prune`'s column."""
+    _write(rows, path, prune, txn=txn)
 
 
 @dataclass(frozen=True)
@@ -103,6 +117,11 @@ class Txn:
         """What the commit's `userMetadata` says of it, so that the table's history names its writer."""
         return f"{self.app_id}/{self.version}"
 
+    def on(self, writer: DataFrameWriter) -> DataFrameWriter:
+        """A Delta write made once, as this transaction."""
+        return (writer.option("txnAppId", self.app_id).option("txnVersion", self.version)
+                .option("userMetadata", self.user_metadata))
+
 
 def written_by(spark: SparkSession, path: str, app_id: str) -> bool:
     """Whether any commit of the table at `path` was a `Txn` of `app_id`."""
@@ -110,6 +129,21 @@ def written_by(spark: SparkSession, path: str, app_id: str) -> bool:
 
     history = DeltaTable.forPath(spark, path).history().where(F.col("userMetadata").startswith(f"{app_id}/"))
     return not history.isEmpty()
+
+
+def version_before(spark: SparkSession, path: str, txn: Txn, may_be_written: bool) -> int:
+    """The table's version just before `txn`'s commit: the newest, unless `txn` committed already (a
+    batch replayed after a failure; `may_be_written` says whether it can be), then the one before that.
+
+    What a batch reads of a table it also writes, so that a replay reads what the first attempt read."""
+    from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
+
+    history = DeltaTable.forPath(spark, path).history(None if may_be_written else 1)
+    if may_be_written:
+        mine = history.where(F.col("userMetadata") == txn.user_metadata).select("version").first()
+        if mine is not None:
+            return mine[0] - 1
+    return history.select(F.max("version")).first()[0]
 
 
 def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune,
@@ -198,8 +232,7 @@ def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None =
     writer = (rows.sortWithinPartitions(prune.target_column)
               .write.format("delta").option("maxRecordsPerFile", FILE_ROWS))
     if txn is not None:
-        writer = (writer.option("txnAppId", txn.app_id).option("txnVersion", txn.version)
-                  .option("userMetadata", txn.user_metadata))
+        writer = txn.on(writer)
     if replace_where is None:
         writer.mode("append").save(path)
     else:
@@ -237,12 +270,12 @@ def upsert_stream(rows: DataFrame, table: TableAt, keys: tuple[str, ...], prune:
 
 def checked_upsert_stream(rows: DataFrame, stream: Stream, config: Config, root: str, keys: tuple[str, ...],
                           prune: Prune, output_mode: str) -> DataStreamWriter:
-    """A gold writer: `rows` checked against its table's suite under the stream's policy as they
+    """A gold writer: `rows` checked against its table's suite under the table's policy as they
     stream (analytical.quality), then written over the table (`upsert_stream`) without the rows the
     policy drops."""
     [table] = stream.writes
-    policy = stream.expectation_policy(config)
-    checked = rows.transform(with_expectations, table.suite(config), policy, metrics_name(stream.name))
+    policy = table.expectation_policy(config)
+    checked = rows.transform(with_expectations, table.suite(config), policy, metrics_name(table.key))
     return upsert_stream(checked, table.at(root), keys, prune, output_mode, keep=lambda batch: passing(batch, policy))
 
 

@@ -3,7 +3,7 @@ it), its queries; the fast path's one query, the medallion's streams in dependen
 (`analytical.registry`); and every table, the one each query's progress goes to included.
 
     >>> [query.name for query in QUERIES]
-    ['hot_pages', 'bronze_clicks', 'silver_clicks', 'gold_page_clicks_5s', 'gold_page_clicks_hourly']
+    ['hot_pages', 'medallion', 'gold_page_clicks_hourly']
 """
 
 from __future__ import annotations

@@ -187,8 +187,9 @@ class OperationalConfig(KafkaSourceSettings):
 
 
 class AnalyticalTriggers(Section):
-    bronze: Duration
-    silver: Duration
+    #: The medallion's query: Kafka to bronze, silver and gold's 5-second windows.
+    medallion: Duration
+    #: The streams that follow it: gold/page_clicks_hourly, and any gold table that reads another.
     gold: Duration
 
 

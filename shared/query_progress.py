@@ -27,7 +27,7 @@ from shared.parsing import PARSE_METRICS
 #: Kafka offsets per (topic, partition).
 Offsets = dict[tuple[str, int], int]
 
-#: Observed metrics named expectations_<query> (analytical.quality), and their fields that are not
+#: Observed metrics named expectations_<table key> (analytical.quality), and their fields that are not
 #: one expectation's count.
 EXPECTATIONS_PREFIX = "expectations_"
 _NOT_AN_EXPECTATION = ("policy", "rows", "failed", "dropped")
@@ -51,9 +51,12 @@ def kafka_offsets(value: Any) -> Offsets:
 
 
 def expectation_counts(observed: dict[str, Any]) -> dict[str, int]:
-    """Rows that broke each expectation, by name, from a batch's observed metrics."""
+    """Rows that broke each expectation, by `<table key>.<expectation>`, from a batch's observed metrics.
+
+        {"expectations_silver_clicks": {"eventIdNotNull": 2, "rows": 9}} -> {"silver_clicks.eventIdNotNull": 2}
+    """
     return {
-        name: int(count or 0)
+        f"{metrics_name.removeprefix(EXPECTATIONS_PREFIX)}.{name}": int(count or 0)
         for metrics_name, metrics in observed.items() if metrics_name.startswith(EXPECTATIONS_PREFIX)
         for name, count in metrics.items() if name not in _NOT_AN_EXPECTATION
     }

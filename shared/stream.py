@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Protocol
 
-from shared.config import Config, ExpectationPolicy
-from shared.errors import LakehouseError
+from shared.config import Config
 from shared.storage import checkpoint_location
 
 
@@ -47,9 +46,6 @@ class Stream:
     lateness: Callable[[Config], timedelta] = field(compare=False)
     #: The Delta tables it writes, in the order it creates them.
     writes: tuple[Output, ...] = ()
-    #: What a row that breaks one of its expectations does, unless `quality.policies.<name>` says
-    #: otherwise; None when the stream checks no expectations.
-    policy: ExpectationPolicy | None = None
 
     def writer_at(self, spark: Any, config: Config, source_root: str, target_root: str) -> Any:
         """Its writer, named, with its checkpoint under `target_root`: all it lacks is a trigger."""
@@ -58,13 +54,6 @@ class Stream:
             .queryName(self.name)
             .option("checkpointLocation", checkpoint_location(target_root, self.name))
         )
-
-    def expectation_policy(self, config: Config) -> ExpectationPolicy:
-        """The policy in force: the configured one, else the declared one."""
-        declared = self.policy
-        if declared is None:
-            raise LakehouseError(f"the {self.name} stream checks no expectations, so it has no policy")
-        return config.quality.policies.get(self.name, declared)
 
 
 @dataclass(frozen=True)

@@ -69,7 +69,7 @@ def run_options(config_overrides: list[str], *more: str) -> list[str]:
     return [f"--set={item}" for item in (*config_overrides, f"hot_pages.threshold={THRESHOLD}",
                                          "operational.starting_offsets=earliest", "operational.status_interval_s=2",
                                          "operational.real_time.checkpoint_interval=5 seconds",
-                                         "analytical.triggers.bronze=1 second", "analytical.triggers.silver=1 second",
+                                         "analytical.triggers.medallion=1 second",
                                          "analytical.triggers.gold=1 second", *more)]
 
 

@@ -13,10 +13,11 @@ them; their ratio is the result (it should stay near 1). Each backfill runs in a
 of them and the CPU seconds its JVM spent on each, the peak resident memory of its JVM (VmHWM) and of
 itself, and the JVM's heap at its highest.
 
-After the Hx history's backfill comes the floor (`... floor`, `run_floor`): the same work from its
-bronze to gold as a plain batch job, in a fresh process. The summary holds the medallion's speed as a
-fraction of the floor's, the CPU each spent per event, and where each layer's time goes beside the
-floor's steps.
+After the Hx history's backfill come the medallion from bronze (`... rebuild`: the streams a rebuild
+runs, from that bronze into a root of their own) and the floor (`... floor`, `run_floor`): the same work
+from bronze to gold as a plain batch job, each in a fresh process. The summary holds the medallion's
+speed from Kafka and from bronze as fractions of the floor's, the CPU each spent per event, and where
+each query's time goes beside the floor's steps.
 """
 
 from __future__ import annotations
@@ -44,17 +45,17 @@ from shared.runtime import MEDALLION, command_in
 from shared.progress import Progress, echo as _progress
 
 BLOCKS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
-_DOWNSTREAM_OF_BRONZE = ("silver", "gold")
 
 
 # -- one backfill (child process) ------------------------------------------------------------
 
 
-def run_backfill(settings: list[str]) -> dict[str, Any]:
-    """One backfill, layer by layer as `pipeline.backfill` runs them, with the CPU seconds its JVM
-    spent on each (all its threads: tasks, JIT, GC)."""
+def run_backfill(settings: list[str], from_bronze: bool = False) -> dict[str, Any]:
+    """One backfill, query by query as `pipeline.backfill` runs them, with the CPU seconds its JVM
+    spent on each (all its threads: tasks, JIT, GC). `from_bronze`: the streams a rebuild runs instead,
+    from bronze into `storage.root/_from_bronze`."""
     from analytical import pipeline
-    from analytical.registry import STREAMS
+    from analytical.registry import STREAMS, rebuilt
     from shared.spark import spark_session
 
     config = load_config(_config_file(settings), _overrides(settings))
@@ -62,10 +63,11 @@ def run_backfill(settings: list[str]) -> dict[str, Any]:
     jvm_pid = spark_internals.jvm_pid(spark)
     started = time.monotonic()
     layers = []
+    roots = {"source_root": config.storage.root, "target_root": config.path("_from_bronze")} if from_bronze else {}
     with jvm_memory_peaks(spark) as peaks:
-        for stream in STREAMS:
+        for stream in (rebuilt() if from_bronze else STREAMS):
             cpu_before = cpu_seconds(jvm_pid)
-            [run] = pipeline.backfill(spark, config, report=_progress, streams=[stream])
+            [run] = pipeline.backfill(spark, config, report=_progress, streams=[stream], **roots)
             layers.append({**run.as_dict(), "durations_ms": run.durations_ms,
                            "cpu_s": round(cpu_seconds(jvm_pid) - cpu_before, 2)})
     return {
@@ -170,8 +172,8 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     result: dict[str, Any] = {"events_per_block": events, "history_blocks": history, "block_span_s": span_s}
     scenarios = (("1x", [history - 1]), (f"{history}x", list(range(history))))
-    # the blocks of history, a backfill, a block, a backfill; then the floor
-    steps = sum(len(blocks) + 3 for _, blocks in scenarios) + 1
+    # the blocks of history, a backfill, a block, a backfill; then from bronze and the floor
+    steps = sum(len(blocks) + 3 for _, blocks in scenarios) + 2
     with Progress("bench backfill", total=steps, unit="steps") as progress:
         for label, blocks in scenarios:
             topic = f"bench-backfill-{run_id}-{label}"
@@ -184,7 +186,10 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
             _progress(f"bench: {label}: backfilling the history")
             first = _child(scenario, progress)
             progress.advance(detail=f"{label}: history backfilled")
-            if label == f"{history}x":  # the floor: the same history, the same bronze
+            if label == f"{history}x":  # from bronze, and the floor: the same history, the same bronze
+                _progress(f"bench: {label}: the medallion from bronze, as a rebuild runs it")
+                result["from_bronze"] = _child(scenario, progress, "rebuild")
+                progress.advance(detail="from bronze measured")
                 _progress(f"bench: {label}: the same work from bronze to gold as a plain batch job (the floor)")
                 result["floor"] = _child(scenario, progress, "floor")
                 progress.advance(detail="the floor measured")
@@ -196,14 +201,14 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
             result[label] = {"history_backfill": first, "incremental_backfill": incremental}
 
     largest = result[f"{history}x"]["history_backfill"]
-    downstream_s = _seconds(largest, _DOWNSTREAM_OF_BRONZE)
+    from_bronze = result["from_bronze"]
     rows = history * events
     small, large = (result[key]["incremental_backfill"] for key in ("1x", f"{history}x"))
     floor = result["floor"]
     floor_per_s = floor["rows"]["bronze/clicks"] / floor["seconds"]
     backfills = [run for scenario in (result["1x"], result[f"{history}x"]) for run in scenario.values()]
-    bronze_to_gold = rows / downstream_s
-    kafka_to_gold = rows / _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE))
+    bronze_to_gold = rows / from_bronze["seconds"]
+    kafka_to_gold = rows / largest["seconds"]
     result["summary"] = {
         "bronze_to_gold_events_per_s": round(bronze_to_gold),
         "kafka_to_gold_events_per_s": round(kafka_to_gold),
@@ -212,15 +217,13 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
         "kafka_to_gold_over_floor": round(kafka_to_gold / floor_per_s, 3),
         # the JVM's CPU per event: what a rate costs in cores (20,000/s at 50 us is one core)
         "cpu_us_per_event": {"floor": _per_event_us(floor["cpu_s"], floor["rows"]["bronze/clicks"]),
-                             "bronze_to_gold": _per_event_us(_seconds(largest, _DOWNSTREAM_OF_BRONZE, "cpu_s"), rows),
-                             "kafka_to_gold": _per_event_us(
-                                 _seconds(largest, ("bronze", *_DOWNSTREAM_OF_BRONZE), "cpu_s"), rows)},
-        "where_the_time_goes": {"medallion": _breakdown(largest), "floor_s": floor["steps_s"]},
+                             "bronze_to_gold": _per_event_us(_cpu_s(from_bronze), rows),
+                             "kafka_to_gold": _per_event_us(_cpu_s(largest), rows)},
+        "where_the_time_goes": {"medallion": _breakdown(largest), "from_bronze": _breakdown(from_bronze),
+                                "floor_s": floor["steps_s"]},
         "incremental_s_1x": small["seconds"],
         f"incremental_s_{history}x": large["seconds"],
         f"incremental_ratio_{history}x_over_1x": round(large["seconds"] / small["seconds"], 3),
-        "incremental_bronze_to_gold_ratio": round(_seconds(large, _DOWNSTREAM_OF_BRONZE)
-                                                  / _seconds(small, _DOWNSTREAM_OF_BRONZE), 3),
         "peak_jvm_rss_mb": max(run["jvm_peak_rss_mb"] or 0 for run in backfills),
         # the same backfills' heap at its highest: of the peak RSS, how much the heap held from the system
         **{f"peak_jvm_{part}_mb": max(run.get(f"jvm_peak_{part}_mb", 0.0) for run in backfills)
@@ -244,9 +247,9 @@ def _breakdown(run: dict[str, Any]) -> dict[str, dict[str, float]]:
     return parts
 
 
-def _seconds(run: dict[str, Any], layers: tuple[str, ...], figure: str = "seconds") -> float:
-    """A figure of a backfill's layers (`seconds`, `cpu_s`) summed over those in `layers`."""
-    return sum(layer[figure] for layer in run["layers"] if layer["layer"] in layers)
+def _cpu_s(run: dict[str, Any]) -> float:
+    """The CPU seconds a backfill's JVM spent on its queries."""
+    return sum(layer["cpu_s"] for layer in run["layers"])
 
 
 def _per_event_us(cpu_s: float, events: int) -> float | None:
@@ -284,12 +287,15 @@ def _overrides(settings: list[str]) -> list[str]:
 def _main() -> int:
     parser = argparse.ArgumentParser(prog="python -m lakehouse.bench.analytical",
                                      description="One measured backfill (used by `lakehouse bench backfill`).")
-    parser.add_argument("command", choices=["run", "floor"], help="run: one backfill; floor: its work as a plain batch job")
+    parser.add_argument("command", choices=["run", "rebuild", "floor"],
+                        help="run: one backfill; rebuild: the streams a rebuild runs, from its bronze; "
+                        "floor: their work as a plain batch job")
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
     settings = ([f"--config={args.config}"] if args.config else []) + [f"--set={o}" for o in args.overrides]
-    print(json.dumps((run_backfill if args.command == "run" else run_floor)(settings)))
+    measured = run_floor(settings) if args.command == "floor" else run_backfill(settings, args.command == "rebuild")
+    print(json.dumps(measured))
     return 0
 
 

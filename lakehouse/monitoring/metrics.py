@@ -60,15 +60,14 @@ class QueryFacts:
 
     trigger_s: float
     allowed_lateness_s: float
-    #: The table its expectations check (labels its expectation failures).
-    table: str | None = None
     #: Its sink's rows are alerts (the fast path).
     alerts: bool = False
     #: The reasons its parsing counts invalid records by, and the expectations it checks: their
     #: counters exist from the query's start at 0, because Prometheus' increase() cannot see the
     #: first value of a series, and a first failure must raise an alert.
     invalid_reasons: tuple[str, ...] = ()
-    expectations: tuple[str, ...] = ()
+    #: (table, expectation) for each expectation its writes check.
+    expectations: tuple[tuple[str, str], ...] = ()
     #: Spark's real-time mode: one batch per checkpoint interval, so the series below also follow the
     #: running batch (lakehouse.monitoring.live_consumers) and the alerts topic, not only the batch reports.
     real_time: bool = False
@@ -82,14 +81,14 @@ class QueryFacts:
     def of(cls, config: Config, stream: Stream) -> "QueryFacts":
         """A stream's facts from its declaration and the config (its suite builds Spark columns: call
         this once a SparkSession exists)."""
-        table = stream.writes[0] if stream.writes else None
-        suite = table.suite(config) if hasattr(table, "suite") else None
+        checked = [(table.name, table.suite(config)) for table in stream.writes if getattr(table, "policy", None)]
         return cls(trigger_s=stream.trigger(config).total_seconds(),
                    allowed_lateness_s=stream.lateness(config).total_seconds(),
-                   table=table.name if table else None, alerts=stream.layer == "operational",
+                   alerts=stream.layer == "operational",
                    invalid_reasons=tuple(reason.value for reason in PARSE_REASONS)
-                   if stream.layer in ("operational", "silver") else (),  # the layers that parse Kafka records
-                   expectations=tuple(expectation.name for expectation in suite.on_write) if suite else (),
+                   if stream.layer in ("operational", "medallion") else (),  # the queries that parse Kafka records
+                   expectations=tuple((table, expectation.name) for table, suite in checked
+                                      for expectation in suite.on_write),
                    real_time=stream.layer == "operational" and fast_path_mode(config).real_time,
                    source_topic=config.kafka.topics.clicks if stream.layer == "operational" else None,
                    alerts_topic=config.kafka.topics.alerts if stream.layer == "operational" else None,
@@ -165,8 +164,8 @@ class QueryMetrics(Collector):
             self.allowed_lateness.labels(query).set(facts.allowed_lateness_s)
             for reason in facts.invalid_reasons:
                 self.invalid.labels(query, reason)
-            for expectation in facts.expectations:
-                self.expectation_failures.labels(query, facts.table or "", expectation)
+            for table, expectation in facts.expectations:
+                self.expectation_failures.labels(query, table, expectation)
             if facts.alerts:
                 self.alerts.labels(query)
             self.real_time.labels(query).set(1 if facts.real_time else 0)
@@ -215,10 +214,10 @@ class QueryMetrics(Collector):
         self.late_dropped.labels(query).inc(summary.dropped_by_watermark)
         for reason, count in summary.invalid_by_reason.items():
             self.invalid.labels(query, reason).inc(count)
-        table = facts.table if facts and facts.table else ""
-        for expectation, count in summary.expectations.items():
+        for key, count in summary.expectations.items():
             if count:
-                self.expectation_failures.labels(query, table, expectation).inc(count)
+                table_key, expectation = key.split(".", 1)
+                self.expectation_failures.labels(query, table_key.replace("_", "/", 1), expectation).inc(count)
         if facts and facts.alerts and not facts.real_time and summary.sink_rows > 0:
             self.alerts.labels(query).inc(summary.sink_rows)
         if summary.freshness_s:

@@ -105,7 +105,7 @@ def test_when_one_query_fails_run_stops_the_others_and_exits_2_with_its_error(co
     assert result.returncode == 2, result.stderr[-3000:]
     # Spark logs the failure with its stack traces on the way; the command's last word is one line.
     assert result.stderr.strip().splitlines()[-1] == (
-        "error: the silver_clicks query failed: expectation failed on silver/clicks (policy fail): "
+        "error: the medallion query failed: expectation failed on silver/clicks (policy fail): "
         "eventTimeNotAheadOfIngest")
 
 
@@ -212,7 +212,7 @@ def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restar
     # short (Spark then logs the interrupted write at ERROR)
     options = settings(config_overrides, *SHIPPED_BOUNDS, "operational.mode=real-time",
                        "operational.real_time.checkpoint_interval=10 seconds", "hot_pages.threshold=10",
-                       "analytical.triggers.bronze=5 seconds", "analytical.triggers.silver=10 seconds",
+                       "analytical.triggers.medallion=5 seconds",
                        "analytical.triggers.gold=10 seconds")
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     traffic = Traffic(config.kafka, config.kafka.topics.clicks, rate=200, hot_rate=20, seed=29)  # 100 hot clicks a window

@@ -27,7 +27,7 @@ from tests.prometheus_rules import compressed
 CONF = PROJECT_ROOT / "conf" / "prometheus"
 RATE = 200  # clicks per second: enough for every series to move, little for 2 cores
 OPERATIONAL = ("hot_pages",)
-ANALYTICAL = ("bronze_clicks", "silver_clicks", "gold_page_clicks_5s", "gold_page_clicks_hourly")
+ANALYTICAL = ("medallion", "gold_page_clicks_hourly")
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
     settings = [f"--set={item}" for item in (
         *config_overrides, "hot_pages.threshold=20", "operational.starting_offsets=earliest",
         "operational.mode=real-time", "operational.real_time.checkpoint_interval=10 seconds",
-        "analytical.niceness=0", "analytical.triggers.bronze=1 second", "analytical.triggers.silver=2 seconds",
+        "analytical.niceness=0", "analytical.triggers.medallion=1 second",
         "analytical.triggers.gold=2 seconds")]
     server = prometheus_server.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
                                          log_file=tmp_path / "prometheus.log", found=prometheus_tools)
@@ -93,7 +93,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         # offsets), and the 20-s rate below must not see that jump.
         every_query = set(OPERATIONAL + ANALYTICAL)
         wait_for(lambda: running() and set(value("lakehouse_query_up == 1")) == every_query
-                 and set(value("lakehouse_input_rows_total > 0")) >= {"hot_pages", "bronze_clicks", "silver_clicks"}
+                 and set(value("lakehouse_input_rows_total > 0")) >= {"hot_pages", "medallion"}
                  and value("lakehouse_alerts_emitted_total").get("hot_pages", 0) > 0
                  and value('lakehouse_batch_duration_seconds_count{query="hot_pages"}').get("hot_pages", 0) >= 4,
                  300, "every query up and reading, four real-time batches ended", every_s=2)
@@ -104,7 +104,7 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         delay = value("lakehouse_watermark_delay_seconds")
         assert 5 <= delay["hot_pages"] < 120, delay  # the 10 s watermark (less the clocks' jitter) plus the report's age
         assert value('rate(lakehouse_input_rows_total{query="hot_pages"}[20s])')["hot_pages"] == pytest.approx(RATE, rel=0.5)
-        assert value('lakehouse_trigger_interval_seconds')["bronze_clicks"] == 1
+        assert value('lakehouse_trigger_interval_seconds')["medallion"] == 1
         # state rows are not counted by default (spark.rocksdb.count_rows, OPERATIONS.md); the memory is reported
         assert "hot_pages" in value("lakehouse_state_rows") and value("lakehouse_state_memory_bytes")["hot_pages"] > 0
         assert sum(value('lakehouse_invalid_records_total{query="hot_pages"}').values()) > 0  # 2% malformed
@@ -112,8 +112,8 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         assert {"not_json", "bad_event_time", "page_id_too_long"} <= reasons
         tables = {(sample["metric"]["table"], sample["metric"]["expectation"])
                   for sample in server.query("lakehouse_expectation_failures_total")}
-        assert ("gold/page_clicks_5s", "clickCountPositive") in tables
-        # (The lag of a query that is catching up, such as bronze starting from the earliest offsets
+        assert {("gold/page_clicks_5s", "clickCountPositive"), ("silver/clicks", "pageIdPresent")} <= tables
+        # (The lag of a query that is catching up, such as the medallion starting from the earliest offsets
         # on two busy cores, may well be growing now; only "down" must be silent.)
         assert firing("LakehouseQueryDown") == set()
 

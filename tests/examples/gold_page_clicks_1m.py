@@ -51,5 +51,6 @@ TABLE = Table(
     ]),
     z_order=("pageId",),
     expectations=suite,
+    policy="fail",
 )
-STREAM = TABLE.stream(writer, policy="fail")
+STREAM = TABLE.stream(writer)

@@ -226,11 +226,10 @@ def _readme_sql_examples_answer_as_counted_by_hand(overrides: list[str]) -> None
          {"hourStart": day_two + timedelta(hours=9), "clicks": "6", "hotWindows": "1"},
          {"hourStart": day_one + timedelta(hours=11), "clicks": "5", "hotWindows": "1"}],  # /a 4 + /b 1
     ]
-    # every stream read the two clicks (bronze from the topic, the others from bronze or silver), but the
-    # hourly one, which read the one window they made (gold/page_clicks_5s's change feed: s0 and s1 at 09:00:0x)
+    # the medallion read the two clicks from the topic, the hourly stream the one window they made
+    # (gold/page_clicks_5s's change feed: s0 and s1 at 09:00:0x)
     assert [(row["queryName"], row["records"], row["largestBatch"]) for row in answers[4]] == [
-        ("bronze_clicks", "2", "2"), ("gold_page_clicks_5s", "2", "2"), ("gold_page_clicks_hourly", "1", "1"),
-        ("silver_clicks", "2", "2")]
+        ("gold_page_clicks_hourly", "1", "1"), ("medallion", "2", "2")]
 
 
 def test_status_counts_each_querys_batches_of_the_last_minutes_in_every_format(spark, history):

@@ -84,7 +84,7 @@ def test_bronze_keeps_every_record_and_silver_splits_them_into_events_and_quaran
 
     rows = backfill(spark, lake)
 
-    assert rows["bronze_clicks"] == len(produced)
+    assert rows["medallion"] == len(produced)
     bronze = table(spark, lake, BRONZE_CLICKS).orderBy("partition", "offset").collect()
     assert [row.value for row in bronze] == [bytes(v) if v is not None else None for v in produced]
     assert {row.key for row in bronze} == {b"k"}
@@ -135,37 +135,64 @@ def test_a_late_event_within_the_watermark_corrects_gold_and_a_later_one_stays_i
     counts = gold_counts(spark, lake)
     assert counts[("/y", "10:15:00")] == 1
     assert counts[("/x", "10:00:00")] == 1  # x2 is too late for gold
-    assert runs["gold_page_clicks_5s"].dropped_by_watermark == 1  # and reported so
+    assert runs["medallion"].dropped_by_watermark == 1  # and reported so
     assert table(spark, lake, SILVER_CLICKS).where("eventId = 'x2'").count() == 1
-    assert runs["silver_clicks"].rows == 2
+    assert runs["medallion"].rows == 2
     assert_every_table_reads_alike(spark, lake.storage.root)
 
 
-def test_a_gold_batch_run_again_after_its_write_adds_nothing(spark, lake):
-    """A crash between gold's write and its checkpoint's commit: on restart Spark runs the batch
-    again, and Delta's idempotent write (the query's id, the batch id) keeps its clicks from being
-    added a second time."""
-    send(lake, click("a1", "/a", "10:00:01.000"), click("a2", "/a", "10:00:02.000"))
-    backfill(spark, lake)
-    commits = Path(lake.checkpoint("gold_page_clicks_5s"), "commits")
+def forget_the_batch_commit(checkpoint: str) -> None:
+    """Delete a query's newest commit from its checkpoint, as if it had died before writing it."""
+    commits = Path(checkpoint, "commits")
     last = max(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
     for written in (commits / str(last), commits / f".{last}.crc"):
         written.unlink(missing_ok=True)
 
-    send(lake, click("b1", "/b", "10:00:03.000"))
+
+def forget_the_delta_commit(spark, path: str) -> None:
+    """Delete a Delta table's newest commit, as if the writer had died before making it."""
+    log = Path(path, "_delta_log")
+    last = max(entry.name for entry in log.glob("*.json")).removesuffix(".json")
+    for written in log.iterdir():
+        if last in written.name:
+            written.unlink()
+    spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # the session's snapshot has that commit
+
+
+def test_a_batch_run_again_after_any_of_its_writes_adds_nothing_and_loses_nothing(spark, lake):
+    """A crash after some of a batch's writes and before its checkpoint's commit: on restart Spark runs the
+    batch again. Bronze and gold are Delta idempotent writes (the query's id, the batch id); silver finds
+    the batch's new events against its version before the batch, so gold still gets the clicks whose
+    silver write was done before the crash and its own was not."""
+    send(lake, click("a1", "/a", "10:00:01.000"), click("a2", "/a", "10:00:02.000"), b"bad")
+    backfill(spark, lake)
+    forget_the_batch_commit(lake.checkpoint("medallion"))  # every write done, the batch not committed
+    backfill(spark, lake)
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 2}
+    assert (table(spark, lake, BRONZE_CLICKS).count(), table(spark, lake, SILVER_CLICKS).count(),
+            table(spark, lake, SILVER_QUARANTINE).count()) == (3, 2, 1)
+
+    send(lake, click("b1", "/b", "10:00:03.000"), click("a1", "/a", "10:00:01.000"))  # a1 again: a copy
+    backfill(spark, lake)
+    forget_the_batch_commit(lake.checkpoint("medallion"))
+    # ... and gold's write lost too: the crash came between silver's commit and gold's.
+    forget_the_delta_commit(spark, GOLD_PAGE_CLICKS_5S.at(lake.storage.root).path)
+    assert gold_counts(spark, lake) == {("/a", "10:00:00"): 2}
     backfill(spark, lake)
 
     assert gold_counts(spark, lake) == {("/a", "10:00:00"): 2, ("/b", "10:00:00"): 1}
+    assert (table(spark, lake, BRONZE_CLICKS).count(), table(spark, lake, SILVER_CLICKS).count()) == (5, 3)
 
 
-def test_gold_refuses_to_add_silver_again_to_counts_a_deleted_checkpoint_wrote(spark, lake):
+def test_the_medallion_refuses_to_land_again_what_a_deleted_checkpoint_landed(spark, lake):
     send(lake, click("a1", "/a", "10:00:01.000"))
     backfill(spark, lake)
-    shutil.rmtree(lake.checkpoint("gold_page_clicks_5s"))
+    shutil.rmtree(lake.checkpoint("medallion"))
 
-    with pytest.raises(Exception, match="count clicks twice"):
+    with pytest.raises(Exception, match="would land them twice"):
         backfill(spark, lake)
     assert gold_counts(spark, lake) == {("/a", "10:00:00"): 1}
+    assert table(spark, lake, BRONZE_CLICKS).count() == 1
 
 
 def test_maintain_drops_the_deletion_vectors_of_a_gold_table_made_with_them(spark, lake):
@@ -194,7 +221,7 @@ def test_a_backfill_after_downtime_takes_everything_and_a_second_one_adds_nothin
     send(lake, *(click(f"b{n}", "/a", f"10:00:0{n}.500") for n in range(3)), b"garbage")  # while "down"
 
     rows = backfill(spark, lake)
-    assert rows == {"bronze_clicks": 4, "silver_clicks": 4, "gold_page_clicks_5s": 3, "gold_page_clicks_hourly": 2}
+    assert rows == {"medallion": 4, "gold_page_clicks_hourly": 2}
     assert gold_counts(spark, lake) == {("/a", "10:00:00"): 7}
     before = versions(spark, lake)
 
@@ -214,16 +241,16 @@ def stop_when(said: str):
 def test_a_stop_ends_a_backfill_at_its_running_layer_and_a_stopped_rebuild_publishes_nothing(spark, lake):
     send(lake, *(click(f"a{n}", "/a", f"10:00:0{n}.000") for n in range(4)), click("b0", "/b", "10:00:01.000"))
 
-    stopped = pipeline.backfill(spark, lake, report=stop_when("[bronze_clicks] started"))
-    assert [run.name for run in stopped] == ["bronze_clicks"], "a layer started after the stop"
-    assert not SILVER_CLICKS.at(lake.storage.root).exists(spark)
+    stopped = pipeline.backfill(spark, lake, report=stop_when("[medallion] started"))
+    assert [run.name for run in stopped] == ["medallion"], "a stream started after the stop"
+    assert not GOLD_PAGE_CLICKS_HOURLY.at(lake.storage.root).exists(spark)
 
-    assert backfill(spark, lake)["gold_page_clicks_5s"] == 5  # the next backfill goes on from the checkpoints
+    assert backfill(spark, lake)["medallion"] == 0  # the next backfill goes on from the checkpoints
     assert gold_counts(spark, lake) == {("/a", "10:00:00"): 4, ("/b", "10:00:00"): 1}
     before = versions(spark, lake)
 
-    rebuilt = pipeline.rebuild(spark, lake, report=stop_when("[silver_clicks] started"))
-    assert [run.name for run in rebuilt] == ["silver_clicks"]
+    rebuilt = pipeline.rebuild(spark, lake, report=stop_when("[medallion_rebuild] started"))
+    assert [run.name for run in rebuilt] == ["medallion_rebuild"]
     assert versions(spark, lake) == before, "a stopped rebuild published a table"
     assert gold_counts(spark, lake) == {("/a", "10:00:00"): 4, ("/b", "10:00:00"): 1}
 
@@ -315,7 +342,7 @@ def test_a_rebuild_from_bronze_gives_the_gold_the_incremental_runs_built_new_gol
     # The rebuilt checkpoints carry on: new data goes through every layer once.
     send(lake, click("a9", "/a", "10:00:04.900"), click("n", "/n", "11:31:01.000"))
     rows = backfill(spark, lake)
-    assert rows["bronze_clicks"] == 2 and rows["silver_clicks"] == 2
+    assert rows["medallion"] == 2
     # The 5-s table's one change since, /n's window, replaced its minute, 11:31, where /b's window is:
     # the hourly stream reads /n's window added and /b's removed and added unchanged.
     assert rows["gold_page_clicks_hourly"] == 3
@@ -328,7 +355,7 @@ def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
     from shared.config_loading import with_overrides
     from tests.helpers import wait_for
 
-    fast = with_overrides(lake, ["analytical.triggers.bronze=500 ms", "analytical.triggers.silver=500 ms",
+    fast = with_overrides(lake, ["analytical.triggers.medallion=500 ms",
                                  "analytical.triggers.gold=500 ms"])
     queries = [pipeline.start(spark, fast, stream, available_now=False) for stream in STREAMS]
     try:
@@ -347,7 +374,7 @@ def test_the_streams_run_continuously_and_bring_new_clicks_to_gold(spark, lake):
 
         # Gold's freshness: every valid click measured once, each between its append and the end of a
         # batch whose report is already here.
-        [gold] = [query for query in queries if query.name == "gold_page_clicks_5s"]
+        [gold] = [query for query in queries if query.name == "medallion"]
         wait_for(lambda: sum(ProgressSummary.of(p).arrived_clicks for p in gold.recentProgress) == 5, 60,
                  "gold's reports of the five clicks")
         read_at = time.time()

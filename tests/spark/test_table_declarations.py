@@ -66,18 +66,18 @@ def test_check_validates_the_suite_of_every_registered_table_that_declares_one()
 
 
 def test_every_name_of_a_table_derives_from_its_path():
-    """The query, checkpoint and policy key, the module, the layer and the suite of each table are the
-    contract's path spelled as each place needs it, written once in the table's declaration."""
-    expected = {"bronze_clicks": ("bronze", "bronze/clicks"), "silver_clicks": ("silver", "silver/clicks"),
-                "gold_page_clicks_5s": ("gold", "gold/page_clicks_5s"),
-                "gold_page_clicks_hourly": ("gold", "gold/page_clicks_hourly"),
-                "gold_page_clicks_1m": ("gold", "gold/page_clicks_1m")}
+    """The policy key, the module, the layer and the suite of each table, and the query and checkpoint of
+    a stream that writes one table, are the contract's path spelled as each place needs it, written once
+    in the table's declaration."""
     config = make_config()
-    for stream in (*STREAMS, gold_page_clicks_1m.STREAM):
-        layer, path = expected[stream.name]
-        assert (stream.layer, stream.writes[0].name) == (layer, path)
+    for table in (*TABLES, gold_page_clicks_1m.TABLE):
+        assert table.key == table.name.replace("/", "_") and table.layer == table.name.split("/")[0]
+        suite = table.suite(config)
+        assert (suite is None) == (table.layer == "bronze"), table  # bronze keeps every record as it came
+        assert suite is None or suite.table == table.name
+    for stream in (*STREAMS[1:], gold_page_clicks_1m.STREAM):
+        [table] = stream.writes
+        assert (stream.name, stream.layer) == (table.key, table.layer)
         assert stream.writer.__module__.rsplit(".", 1)[-1] == stream.name
-        suite = stream.writes[0].suite(config)
-        assert (suite is None) == (layer == "bronze"), stream.name  # bronze keeps every record as it came
-        assert suite is None or suite.table == path
+    assert STREAMS[0].writes == TABLES[:4] and STREAMS[0].name == "medallion"
     assert silver_clicks.QUARANTINE.suite(config).name == "silver_quarantine"

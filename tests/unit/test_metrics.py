@@ -25,8 +25,10 @@ from tests.helpers import wait_for
 
 FACTS = {"hot_pages": QueryFacts(trigger_s=0, allowed_lateness_s=10, alerts=True,
                                  invalid_reasons=("not_json", "bad_event_time", "empty_page_id")),
-         "gold_page_clicks_5s": QueryFacts(trigger_s=10, allowed_lateness_s=600, table="gold/page_clicks_5s",
-                                           expectations=("clickCountPositive", "windowLength"))}
+         "medallion": QueryFacts(trigger_s=10, allowed_lateness_s=600,
+                                 expectations=(("silver/clicks", "pageIdPresent"), ("gold/page_clicks_5s", "pageIdPresent"),
+                                               ("gold/page_clicks_5s", "clickCountPositive"),
+                                               ("gold/page_clicks_5s", "windowLength")))}
 NOW = 1_800_000_000.0  # the injected clock
 
 
@@ -89,13 +91,15 @@ def test_each_batch_counts_once_and_the_series_hold_its_figures():
 def test_counters_exist_at_zero_from_the_start_so_that_a_first_failure_is_an_increase():
     metrics = QueryMetrics(FACTS, clock=lambda: NOW)
     metrics.started("hot_pages")
-    metrics.started("gold_page_clicks_5s")
+    metrics.started("medallion")
     assert value(metrics, "lakehouse_invalid_records_total", query="hot_pages", reason="empty_page_id") == 0
     assert value(metrics, "lakehouse_alerts_emitted_total", query="hot_pages") == 0
     assert value(metrics, "lakehouse_query_failures_total", query="hot_pages") == 0
-    assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
+    assert value(metrics, "lakehouse_expectation_failures_total", query="medallion",
                  table="gold/page_clicks_5s", expectation="windowLength") == 0
-    assert value(metrics, "lakehouse_alerts_emitted_total", query="gold_page_clicks_5s") is None  # not an alerter
+    assert value(metrics, "lakehouse_expectation_failures_total", query="medallion",
+                 table="silver/clicks", expectation="pageIdPresent") == 0
+    assert value(metrics, "lakehouse_alerts_emitted_total", query="medallion") is None  # not an alerter
 
 
 def test_gold_freshness_is_a_histogram_of_every_click_weighted_by_the_share_each_quantile_stands_for():
@@ -127,13 +131,20 @@ def test_gold_freshness_is_a_histogram_of_every_click_weighted_by_the_share_each
 
 def test_expectation_failures_are_labelled_with_the_table_and_the_expectation():
     metrics = QueryMetrics(FACTS, clock=lambda: NOW)
-    report = {"name": "gold_page_clicks_5s", "runId": "r", "batchId": 3, "numInputRows": 9,
-              "observedMetrics": {"expectations_gold_page_clicks_5s": {
-                  "policy": "fail", "rows": 9, "failed": 2, "dropped": 0, "clickCountPositive": 2, "windowLength": 0}}}
+    report = {"name": "medallion", "runId": "r", "batchId": 3, "numInputRows": 9,
+              "observedMetrics": {
+                  "expectations_gold_page_clicks_5s": {"policy": "fail", "rows": 9, "failed": 2, "dropped": 0,
+                                                       "clickCountPositive": 2, "windowLength": 0, "pageIdPresent": 0},
+                  "expectations_silver_clicks": {"policy": "drop", "rows": 9, "failed": 3, "dropped": 3,
+                                                 "pageIdPresent": 3}}}
     metrics.progressed(ProgressSummary.of(report))
-    assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
+    assert value(metrics, "lakehouse_expectation_failures_total", query="medallion",
                  table="gold/page_clicks_5s", expectation="clickCountPositive") == 2
-    assert value(metrics, "lakehouse_expectation_failures_total", query="gold_page_clicks_5s",
+    assert value(metrics, "lakehouse_expectation_failures_total", query="medallion",
+                 table="silver/clicks", expectation="pageIdPresent") == 3, "one query, two tables: each its own"
+    assert value(metrics, "lakehouse_expectation_failures_total", query="medallion",
+                 table="gold/page_clicks_5s", expectation="pageIdPresent") is None
+    assert value(metrics, "lakehouse_expectation_failures_total", query="medallion",
                  table="gold/page_clicks_5s", expectation="windowLength") is None  # not started, none failed
 
 

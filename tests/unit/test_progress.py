@@ -289,7 +289,7 @@ def test_a_report_reads_its_batch_s_observations_as_if_spark_had_made_them(monke
 
     summary = query_progress.ProgressSummary.of(report)
 
-    assert (summary.dropped_by_watermark, summary.expectations, summary.arrived_clicks) == (2, {"windowLength": 1}, 9)
+    assert (summary.dropped_by_watermark, summary.expectations, summary.arrived_clicks) == (2, {"gold_page_clicks_5s.windowLength": 1}, 9)
     assert set(summary.data["observedMetrics"]) == {"arrivals", query_progress.LATE_METRICS,
                                                     "expectations_gold_page_clicks_5s"}
     assert query_progress.ProgressSummary.of({**report, "batchId": 5}).dropped_by_watermark == 0
