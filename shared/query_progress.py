@@ -78,7 +78,7 @@ def _sources_offsets(sources: list[dict[str, Any]], key: str) -> Offsets:
 #: The observed metrics (`late`) of a state operator that drops late clicks itself instead of reporting
 #: them as Spark's numRowsDroppedByWatermark: the fast path's JVM processor (operational/hot_pages.py).
 LATE_METRICS = "late_clicks"
-#: The observed metrics of the stream that measures gold's freshness (analytical/gold_page_clicks_5s.py):
+#: The observed metrics of the query that measures gold's freshness (analytical/medallion.py):
 #: `clicks` read in the batch, and `kafkaTimes`, their Kafka append times (epoch ms) at ARRIVAL_QUANTILES.
 ARRIVAL_METRICS = "arrivals"
 #: The midpoints of 100 equal shares: each quantile stands for 1% of the batch's clicks.

@@ -1,7 +1,7 @@
-"""Gold's freshness from the gold_page_clicks_5s stream's reports, for `lakehouse bench freshness`.
+"""Gold's freshness from the medallion query's reports, for `lakehouse bench freshness`.
 
 A measured run with the medallion beside the fast path (lakehouse/bench/measured_run.py) collects the
-stream's reports; each holds its clicks' Kafka times at 100 quantiles (analytical/gold_page_clicks_5s.py,
+query's reports; each holds its clicks' Kafka times at 100 quantiles (analytical/gold_page_clicks_5s.py,
 `observe_arrivals`), which with the batch's end give every click's freshness: the figures /metrics
 exports as lakehouse_gold_freshness_seconds. The benchmark itself is lakehouse/bench/operational.py's
 `freshness`.

@@ -13,7 +13,7 @@ computed when Prometheus scrapes, because their point is to move when the query 
     batch, followed live (lakehouse.monitoring.running_batches): the lag, what it has read, its alerts
     on the topic, and whether its end is overdue.
 
-Gold's freshness (`lakehouse_gold_freshness_seconds`) comes with each gold_page_clicks_5s report: the
+Gold's freshness (`lakehouse_gold_freshness_seconds`) comes with each report of the medallion's query: the
 batch observes its clicks' Kafka times at 100 quantiles, and its end turns them into ages, each
 counting for 1% of the batch's clicks (`WeightedHistogram`).
 

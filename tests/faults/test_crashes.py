@@ -74,7 +74,8 @@ def fault_seed() -> int:
 def options(config_overrides, *more: str) -> list[str]:
     return [f"--set={item}" for item in (
         *config_overrides, *SHIPPED_BOUNDS, f"hot_pages.threshold={THRESHOLD}", "operational.starting_offsets=earliest",
-        "operational.status_interval_s=2", "analytical.status_interval_s=2", "analytical.triggers.medallion=1 second", "analytical.triggers.gold=2 seconds",
+        "operational.status_interval_s=2", "analytical.status_interval_s=2", "analytical.triggers.medallion=1 second",
+        "analytical.triggers.gold=2 seconds",
         # Under steady traffic a fast path that starts a batch as soon as one ends, with the medallion
         # under nice 19, leaves the medallion minutes to start on 2 cores: this suite is about
         # crashes, not isolation, so both share the cores here.
