@@ -85,7 +85,7 @@ def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], Stre
 
 def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report,
                      on_status: Callable[[], None] | None = None, status_lines: bool = True) -> None:
-    """All streams side by side on their layer's trigger, until stopped or `seconds` pass."""
+    """All streams side by side, each on its trigger, until stopped or `seconds` pass."""
     supervise(starters(spark, config), config.analytical, seconds=seconds, report=report, on_status=on_status,
               status_lines=status_lines)
 

@@ -4,6 +4,7 @@ or broker hiccup, which a restart from the checkpoint rides out)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from shared.errors import LakehouseError
@@ -11,6 +12,10 @@ from shared.errors import LakehouseError
 _RAISED = "[USER_RAISED_EXCEPTION]"
 #: How a LakehouseError raised inside a query's foreachBatch reads in the query's error.
 _REFUSED = f"{LakehouseError.__module__}.{LakehouseError.__qualname__}: "
+#: The first line of an error a foreachBatch's Python raised: Py4J's wrapper of its traceback.
+_FROM_PYTHON = "An exception was raised by the Python Proxy"
+#: A JVM exception's line in that traceback (after Py4J's own, `: org.apache...Exception: message`).
+_JVM_EXCEPTION = re.compile(r"^:?\s*(?:[a-z_]\w*\.)+([A-Z][\w$]*(?:Exception|Error)): (.+)$")
 
 
 def raised_on_purpose(error: Any) -> bool:
@@ -40,6 +45,10 @@ def first_line(error: Any) -> str:
     if refused:
         return refused[-1].split(_REFUSED, 1)[1].strip()
     first = lines[0] if lines else type(error).__name__
+    if _FROM_PYTHON in first:  # what the Spark job inside the batch function said, not the wrapper
+        thrown = [match for match in map(_JVM_EXCEPTION.match, lines) if match and not match.group(0).startswith("py4j")]
+        if thrown:
+            return f"{thrown[0].group(1)}: {thrown[0].group(2)}"
     cause = _root_cause(error)
     return first if cause is None or cause in first else f"{first}: caused by {cause}"
 

@@ -86,10 +86,12 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add this area's commands to `lakehouse`."""
     analytical = commands.add_parser(
-        "analytical", parents=[common, output_options("a backfill's rows and time per layer")], help="the medallion streams: Kafka -> bronze -> silver -> gold",
-        description="Run the bronze, silver and gold streams continuously (triggers from analytical.triggers) "
-        "until stopped or for --seconds; or, with --available-now, run each layer in order over all there is "
-        "(a backfill), print the rows and time per layer, and exit. A second backfill adds nothing.")
+        "analytical", parents=[common, output_options("a backfill's rows and time per query")],
+        help="the medallion: Kafka -> bronze, silver, gold in one query, then the hourly gold stream",
+        description="Run the medallion's query (each micro-batch of the clicks topic landed in bronze and written "
+        "to silver, the quarantine and gold/page_clicks_5s) and the hourly gold stream continuously (triggers from "
+        "analytical.triggers) until stopped or for --seconds; or, with --available-now, run each in order over "
+        "all there is (a backfill), print the rows and time per query, and exit. A second backfill adds nothing.")
     analytical.add_argument("--available-now", action="store_true", help="backfill: process what is there, then exit")
     analytical.add_argument("--seconds", type=positive(float), help="continuous: stop after this long")
     analytical.add_argument("--progress-json", action="store_true",
@@ -105,7 +107,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     analytical.set_defaults(handler=cmd_analytical, runs_until_stopped=True)
 
     commands.add_parser(
-        "rebuild", parents=[common, output_options("one row per layer")], help="recompute silver and gold from bronze, from scratch",
+        "rebuild", parents=[common, output_options("one row per query")], help="recompute silver and gold from bronze, from scratch",
         description="Rebuild silver/clicks, silver/quarantine and both gold tables from bronze/clicks with fresh "
         "checkpoints, in a staging folder, then publish each table in one commit: readers never see a half-built "
         "table. Stop the analytical streams first. SIGINT/SIGTERM stop it before the next table is published (the "

@@ -299,8 +299,8 @@ def test_maintain_vacuums_the_files_no_retained_version_needs_and_no_vacuum_keep
 
 def test_a_query_that_fails_at_every_restart_gives_up_after_max_restarts_with_exit_2(spark, configured,
                                                                                        config_overrides):
-    """Records bronze has not read are deleted from the topic (retention did it, say): with
-    fail_on_data_loss, each restart of bronze fails the same way, and after max_restarts the command
+    """Records the medallion has not read are deleted from the topic (retention did it, say): with
+    fail_on_data_loss, each restart of its query fails the same way, and after max_restarts the command
     exits 2 with the query's error as its last line."""
     from kafka import TopicPartition
 
@@ -321,4 +321,5 @@ def test_a_query_that_fails_at_every_restart_gives_up_after_max_restarts_with_ex
 
     assert result.returncode == 2, result.stderr[-3000:]
     assert "restart 1/2" in result.stderr and "restart 2/2" in result.stderr and "restart 3/2" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1].startswith("error: the bronze_clicks query failed: ")
+    assert result.stderr.strip().splitlines()[-1].startswith(
+        "error: the medallion query failed: KafkaIllegalStateException: Some data may have been lost")

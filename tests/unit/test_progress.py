@@ -494,6 +494,15 @@ def test_a_failure_line_carries_the_storages_own_words_from_the_root_of_sparks_e
     assert first_line(s3) == s3._desc, "no cause: the first line alone"
     assert first_line(Captured("java.io.IOException: 503 Slow Down", Captured("503 Slow Down"))) == \
         "java.io.IOException: 503 Slow Down", "a cause its message already holds"
+    in_a_batch_function = Captured(
+        "An exception was raised by the Python Proxy. Return Message: Traceback (most recent call last):\n"
+        '  File "medallion.py", line 90, in write_batch\n'
+        "py4j.protocol.Py4JJavaError: An error occurred while calling o3660.save.\n"
+        ": org.apache.spark.sql.kafka010.KafkaIllegalStateException: Some data may have been lost because they are "
+        "not available in Kafka any more;\neither the data was aged out by Kafka\n"
+        "\tat org.apache.spark.sql.kafka010.KafkaExceptions$.couldNotReadOffsetRange(KafkaExceptions.scala:101)")
+    assert first_line(in_a_batch_function) == ("KafkaIllegalStateException: Some data may have been lost because they "
+                                               "are not available in Kafka any more;"), "the job's words, not Py4J's"
 
 
 class BusyQuery:
