@@ -3,7 +3,7 @@
 A backfill, a rebuild, `maintain`, `check`, `generate` and the benchmarks run for minutes with
 nothing to say in between. On a terminal, tqdm draws a bar in place (it knows the width, redraws
 on one line and smooths the rate); in a log or a CI job, redraws would be noise, so a line such as
-`[bronze_clicks]: 12,345 / 50,000 rows (24.7%), 1,234 rows/s, 10 s` is printed at most every
+`[medallion]: 12,345 / 50,000 rows (24.7%), 1,234 rows/s, 10 s` is printed at most every
 PLAIN_INTERVAL_S, the first and the last always. `LAKEHOUSE_PROGRESS=plain|bar|off` forces a mode.
 
 Progress goes to stderr, so a command's stdout (a benchmark's JSON) stays clean. A message printed
