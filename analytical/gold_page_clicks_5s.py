@@ -30,9 +30,8 @@ from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.quality import (Suite, between, equal, expectation_metrics, metrics_name, not_null, passing, unique,
                                 with_failed_expectation)
 from analytical.tables import Table
-from analytical.writes import Prune, Txn, cached, upsert, written_by
+from analytical.writes import Prune, Txn, cached, refuse_writes_of_another, upsert
 from shared.config import Config, HotPagesConfig
-from shared.errors import LakehouseError
 from shared.query_progress import ARRIVAL_METRICS, ARRIVAL_QUANTILES, LATE_METRICS
 from shared.rule import count_clicks_per_window, is_closed, is_hot, mark_hot, with_event_time_watermark
 
@@ -103,11 +102,11 @@ def refuse_counts_of_another_query(spark: SparkSession, path: str, query: str, c
     """A query's first batch adds to the table only if the table is empty or its own: a new checkpoint
     over counts that an earlier query wrote (its checkpoint deleted) would add every click to them a
     second time."""
-    if not written_by(spark, path, query) and not spark.read.format("delta").load(path).isEmpty():
-        raise LakehouseError(
-            f"{TABLE} holds counts that the query of the checkpoint {checkpoint} did not write, so adding "
-            "clicks to them would count them twice: run `lakehouse rebuild` (it recomputes silver and gold "
-            "from bronze), or delete silver and gold together with the checkpoint")
+    refuse_writes_of_another(
+        spark, path, query,
+        f"{TABLE} holds counts that the query of the checkpoint {checkpoint} did not write, so adding "
+        "clicks to them would count them twice: run `lakehouse rebuild` (it recomputes silver and gold "
+        "from bronze), or delete silver and gold together with the checkpoint")
 
 
 def add_clicks(clicks: DataFrame, path: str, config: Config, txn: Txn, watermark_ms: int) -> dict[str, dict]:

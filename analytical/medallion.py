@@ -24,11 +24,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.writes import Txn, cached, written_by
+from analytical.writes import Txn, cached, refuse_writes_of_another
 from shared.checkpoints import batch_watermark_ms, query_id
 from shared.config import Config
 from shared.durations import spark_interval
-from shared.errors import LakehouseError
 from shared.query_progress import BATCH_OBSERVATIONS
 from shared.storage import checkpoint_location
 from shared.stream import Stream
@@ -50,11 +49,11 @@ def watermarked(parsed: DataFrame, config: Config) -> DataFrame:
 def refuse_records_of_another_query(spark: SparkSession, path: str, query: str, checkpoint: str) -> None:
     """The query's first batch lands records only in an empty bronze or its own: a new checkpoint would read
     the topic from its start again and land every record it still holds a second time."""
-    if not written_by(spark, path, query) and not spark.read.format("delta").load(path).isEmpty():
-        raise LakehouseError(
-            f"{bronze_clicks.TABLE} holds records that the query of the checkpoint {checkpoint} did not land, "
-            "so reading the topic again would land them twice: restore that checkpoint, or start a new lake "
-            "(another storage.root)")
+    refuse_writes_of_another(
+        spark, path, query,
+        f"{bronze_clicks.TABLE} holds records that the query of the checkpoint {checkpoint} did not land, "
+        "so reading the topic again would land them twice: restore that checkpoint, or start a new lake "
+        "(another storage.root)")
 
 
 def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name: str,

@@ -25,6 +25,7 @@ from pyspark.sql.types import TimestampType
 from analytical.quality import metrics_name, passing, with_expectations
 from analytical.tables import TableAt
 from shared.config import Config
+from shared.errors import LakehouseError
 from shared.stream import Stream
 
 
@@ -129,6 +130,13 @@ def written_by(spark: SparkSession, path: str, app_id: str) -> bool:
 
     history = DeltaTable.forPath(spark, path).history().where(F.col("userMetadata").startswith(f"{app_id}/"))
     return not history.isEmpty()
+
+
+def refuse_writes_of_another(spark: SparkSession, path: str, app_id: str, why: str) -> None:
+    """A query's first batch writes only to an empty table or one it wrote (`Txn`s of `app_id`): over
+    another checkpoint's writes it would repeat them. `why`: the LakehouseError's message."""
+    if not written_by(spark, path, app_id) and not spark.read.format("delta").load(path).isEmpty():
+        raise LakehouseError(why)
 
 
 def version_before(spark: SparkSession, path: str, txn: Txn, may_be_written: bool) -> int:
