@@ -36,7 +36,7 @@ class FastPathMode:
     #: What its SparkSession adds to spark.conf, before `operational.spark_conf`.
     session_settings: Mapping[str, str]
     #: A real-time batch's length (its checkpoint interval), which a clean stop waits out; None in
-    #: micro-batch mode, whose queries stop between batches.
+    #: micro-batch mode, whose batches are short enough to end at a stop (`stop_between_batches`).
     real_time_batch: timedelta | None
 
     @property
@@ -49,7 +49,7 @@ class FastPathMode:
 
     def stop(self, queries: list[Any]) -> None:
         """Stop its queries as a measurement ends: now in real-time mode (a batch ends only at its
-        interval), between batches in micro-batch mode."""
+        interval), at the end of the running batch in micro-batch mode."""
         from shared.stopping import stop_between_batches, stop_now
 
         (stop_now if self.real_time else stop_between_batches)(queries)

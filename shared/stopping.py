@@ -1,6 +1,6 @@
 """How a command's streaming queries stop: a stop request (SIGINT, SIGTERM, a parent's stop; a second
-one means now), micro-batch queries stopped between batches, real-time ones at the end of the batch
-each is running, and a stop now that keeps Spark's log of the cancelled work quiet."""
+one means now), each query at the end of the batch it is running (a micro-batch query between
+batches at once), and a stop now that keeps Spark's log of the cancelled work quiet."""
 
 from __future__ import annotations
 
@@ -95,22 +95,31 @@ BATCH_END_WAIT_S = 60.0
 
 def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
                          report: Callable[[str], None] | None = None, hurry: threading.Event | None = None) -> None:
-    """Stop each query as soon as it is between micro-batches, all within `wait_s`, or at once when
-    `hurry` is set (a second Ctrl-C).
+    """Stop each micro-batch query at the end of the batch it is in (at once when it is between
+    batches), all within `wait_s`, or at once when `hurry` is set (a second Ctrl-C).
 
     `stop()` interrupts the batch in flight, and Spark logs what the interruption broke at ERROR
     (`WriteToDataSourceV2Exec: ... is aborting`, `TorrentBroadcast: Store broadcast ... fail`),
-    although nothing is lost: the batch runs again from the checkpoint. A query whose trigger
-    starts the next batch at once (the fast path's `0 seconds`) is seldom between batches while
-    data keeps coming, nor is a medallion that cannot keep up: after `wait_s` the ones left are stopped
-    where they are, and `report` names them."""
+    although nothing is lost: the batch runs again from the checkpoint. So each query is first marked
+    terminated (`mark_terminated`): its loop starts no other batch, and a query that is never between
+    batches (a medallion whose batches take longer than its trigger, the fast path's `0 seconds` under
+    steady traffic) still ends with the batch it is running. A query this Spark does not let be marked
+    is stopped the first time it is between batches. After `wait_s` the ones left are stopped where
+    they are, and `report` names them."""
     deadline = time.monotonic() + wait_s
     waiting = [query for query in queries if query.isActive]
+    threads = {id(query): query_execution_thread(query) for query in waiting if mark_terminated(query)}
     if waiting and hurry is not None and report is not None:
-        report(f"[{_names(waiting)}] stopping between batches (within {wait_s:g} s); stop again to stop now")
+        report(f"[{_names(waiting)}] stopping at the end of the running batch (within {wait_s:g} s); "
+               "stop again to stop now")
+
+    def ended(query: Any) -> bool:
+        thread = threads.get(id(query))
+        return not (thread.isAlive() if thread is not None else query.isActive)
+
     while waiting and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
         for query in list(waiting):
-            if not query.isActive or not query.status.get("isTriggerActive"):
+            if ended(query) or not query.status.get("isTriggerActive"):
                 query.stop()
                 waiting.remove(query)
         time.sleep(0.01)

@@ -62,7 +62,8 @@ def supervise(
     `on_tick`: called with the totals every TICK_S, for a live view finer than the status lines.
     `real_time_batch`: the queries run in real-time mode with this checkpoint interval: a stop lets
     the running batch end and commit (`end_with_running_batch`), so a restart replays nothing; a
-    micro-batch query is stopped between batches (`stop_between_batches`); a second signal stops them now.
+    micro-batch query at the end of its running batch too, or at once between batches
+    (`stop_between_batches`); a second signal stops them now.
     `stop`: the caller's StopRequest, when one stop must end several calls (each layer of a backfill);
     else one of its own.
     """

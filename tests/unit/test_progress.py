@@ -537,6 +537,6 @@ def test_a_second_stop_stops_a_query_in_a_batch_at_once_instead_of_waiting_for_t
     started = time.monotonic()
     stop_between_batches([busy], wait_s=20, report=lines.append, hurry=hurry)
     assert busy.stopped and time.monotonic() - started < 10, "the second stop was not heard"
-    assert lines == ["[bronze_clicks] stopping between batches (within 20 s); stop again to stop now",
+    assert lines == ["[bronze_clicks] stopping at the end of the running batch (within 20 s); stop again to stop now",
                      "[bronze_clicks] stopped again: stopped in the running batch (nothing is lost: a restart runs "
                      "that batch again; Spark may log the cut-short write as an error)"]
