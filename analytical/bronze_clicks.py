@@ -10,8 +10,8 @@ partition (event time would scatter late events into old partitions and cannot b
 invalid record at all), and retention or a re-ingest of a day works on whole partitions. Silver
 streams the table in commit order and never needs to prune it.
 
-Exactly once: the medallion's query (analytical.medallion) lands each micro-batch first, as a Delta
-idempotent write (its query's id, the batch id): a batch replayed after a failure of a later layer
+Exactly once: the medallion's query (analytical.medallion) lands each micro-batch first, as a write
+made once (analytical.writes.Txn: its query's id, the batch id): a batch replayed after a failure of a later layer
 finds its commit and lands nothing again.
 """
 
@@ -88,5 +88,5 @@ def read_bronze(spark: SparkSession, config: Config, root: str) -> DataFrame:
 
 def land(rows: DataFrame, path: str, txn: Txn) -> None:
     """Append a micro-batch's rows (bronze's columns, and others it drops) to the table at `path`, once per `txn`."""
-    txn.on(rows.select(*TABLE.schema.fieldNames()).write.format("delta").mode("append")
-           .partitionBy(*TABLE.partition_by)).save(path)
+    txn.save(rows.sparkSession, rows.select(*TABLE.schema.fieldNames()).write.format("delta").mode("append")
+             .partitionBy(*TABLE.partition_by), path)

@@ -86,7 +86,7 @@ def silver_version_counted(spark: SparkSession, config: Config) -> int | None:
     if not log or not log.batches or log.batches[-1].committed:
         return None
     path = silver_clicks.TABLE.at(config.storage.root).path
-    return version_before(spark, path, Txn(query_id(spark, checkpoint), log.batches[-1].batch_id), may_be_written=True)
+    return version_before(spark, path, Txn(query_id(spark, checkpoint), log.batches[-1].batch_id))
 
 
 def _is_running(holder_: str) -> str:

@@ -8,8 +8,8 @@ No state store: each batch counts its own clicks as a plain aggregation and adds
 windows' counts in the table, which is where the counts live. The table's row is therefore always
 the window's full count: when a backfill ends every window up to the newest event is there, and an
 event that arrives late, but within the watermark, raises its window's count in the next batch.
-Adding is not repeatable, so each batch's write is a Delta idempotent write (the query's id, the
-batch id): a batch replayed after a crash finds its commit and writes nothing.
+Adding is not repeatable, so each batch's write is made once (analytical.writes.Txn: the query's id,
+the batch id): a batch replayed after a crash finds its commit and writes nothing.
 
 Late is what Spark's state would call late: Spark tracks the watermark (max event time of the batches
 before, less `analytical.watermark`; the batch reads it from its checkpoint's offsets file), and a

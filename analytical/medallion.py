@@ -73,17 +73,17 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             query = query_id(spark, checkpoint)
-            txn = Txn(query, batch_id)
             if batch_id == 0:
                 if bronze is not None:
                     refuse_records_of_another_query(spark, bronze, query, checkpoint)
                 gold_page_clicks_5s.refuse_counts_of_another_query(spark, gold, query, checkpoint)
-            replayed, first_of_run[0] = first_of_run[0], False
+            txn = Txn(query, batch_id, may_be_written=first_of_run[0])
+            first_of_run[0] = False
             watermark = config.analytical.watermark
             with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
                 if bronze is not None:
                     bronze_clicks.land(rows, bronze, txn)
-                with cached(silver_clicks.new_events(rows, clicks, watermark, txn, replayed)) as new:
+                with cached(silver_clicks.new_events(rows, clicks, watermark, txn)) as new:
                     silver_clicks.write_batch(rows, new, clicks, quarantine, watermark, txn)
                     observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,
                                                               batch_watermark_ms(spark, checkpoint, batch_id))

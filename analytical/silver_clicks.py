@@ -20,7 +20,7 @@ The medallion checks `suite`'s expectations on each valid event under its policy
 breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
 Both are written by appending the rows the table does not hold yet (analytical.writes.new_rows):
-silver/clicks once per micro-batch (a Delta idempotent write), the quarantine by its records' keys. The
+silver/clicks once per micro-batch (analytical.writes.Txn), the quarantine by its records' keys. The
 events new to silver are found against silver as it was before the batch's own write, so a batch
 replayed after a failure of a later layer hands gold the same events again.
 """
@@ -161,18 +161,17 @@ def _prune(watermark: timedelta) -> Prune:
     return Prune("eventTime", "eventTime", spark_interval(watermark))
 
 
-def new_events(rows: DataFrame, clicks_path: str, watermark: timedelta, txn: Txn, replayed: bool) -> DataFrame:
+def new_events(rows: DataFrame, clicks_path: str, watermark: timedelta, txn: Txn) -> DataFrame:
     """The events of a micro-batch of parsed rows that silver/clicks did not hold before the batch's own
     write (`txn`), one row each, in its columns: what the batch adds to silver, and gold counts.
 
     Found against the table's version before that write, so evaluated again, after the write or in a
-    replay of the batch, it gives the same events. `replayed`: whether the batch may have been written
-    before (the first batch a query runs after it starts)."""
+    replay of the batch, it gives the same events."""
     spark = rows.sparkSession
     valid = rows.transform(silver_clicks)
     events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
     before = spark.read.format("delta").option(
-        "versionAsOf", version_before(spark, clicks_path, txn, replayed)).load(clicks_path)
+        "versionAsOf", version_before(spark, clicks_path, txn)).load(clicks_path)
     new = new_rows(events, before, ("eventId",), same_event(watermark), _prune(watermark), bounds_from=valid)
     return before.limit(0) if new is None else new
 

@@ -105,23 +105,64 @@ def append(rows: DataFrame, path: str, prune: Prune, txn: Txn) -> None:
 
 @dataclass(frozen=True)
 class Txn:
-    """A write Delta makes once (its idempotent writes, `txnAppId`/`txnVersion`): the commit records
-    the pair, and a later write of the same app at that version or below commits nothing. A stream's
-    batch whose write must not be repeated (it adds to the table) passes (its query's id, its batch id).
+    """A write made once. A stream's batch whose write must not be repeated (it adds to the table)
+    passes (its query's id, its batch id), and whether the batch may have been written before: the
+    first batch a query runs after it starts, since a crash may have come after some of its writes.
+
+    The commit's `userMetadata` names the pair, so that the table's history says which batch wrote
+    what; a batch that may have been written first looks for that commit (`commit_of`) and writes
+    nothing when it is there. Delta's idempotent writes (`txnAppId`/`txnVersion`) keep the same
+    promise, but the Delta release this product runs reconstructs the table's state at each such write
+    to read its transactions, three Spark jobs more per write (analytical/README.md, "A write made
+    once without Delta's transactions").
     """
 
     app_id: str
     version: int
+    may_be_written: bool = True
 
     @property
     def user_metadata(self) -> str:
-        """What the commit's `userMetadata` says of it, so that the table's history names its writer."""
+        """What the commit's `userMetadata` says of it: `<app_id>/<version>`."""
         return f"{self.app_id}/{self.version}"
 
-    def on(self, writer: DataFrameWriter) -> DataFrameWriter:
-        """A Delta write made once, as this transaction."""
-        return (writer.option("txnAppId", self.app_id).option("txnVersion", self.version)
-                .option("userMetadata", self.user_metadata))
+    def save(self, spark: SparkSession, writer: DataFrameWriter, path: str) -> None:
+        """`writer`'s Delta write to `path`, named as this transaction; nothing when it may have been
+        made before and its commit is there."""
+        if self.may_be_written and commit_of(spark, path, self) is not None:
+            return
+        writer.option("userMetadata", self.user_metadata).save(path)
+
+    def earlier(self, user_metadata: str | None) -> bool:
+        """Whether a commit's `userMetadata` names this app's write of an earlier version."""
+        app, _, version = (user_metadata or "").rpartition("/")
+        return app == self.app_id and version.isdigit() and int(version) < self.version
+
+
+#: How many of a table's newest commits `commit_of` reads first; each further round reads this many
+#: times more.
+HISTORY_PAGE = 8
+
+
+def commit_of(spark: SparkSession, path: str, txn: Txn) -> int | None:
+    """The table's version that `txn` committed, None when it did not commit.
+
+    Read from the newest commits back to the app's commit of an earlier version (an app commits its
+    versions in order), HISTORY_PAGE at first: a restart reads a few commits, not a long-lived
+    table's whole log."""
+    from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
+
+    table, limit = DeltaTable.forPath(spark, path), HISTORY_PAGE
+    while True:
+        commits = table.history(limit).select("version", "userMetadata").collect()
+        for version, user_metadata in commits:  # the newest first
+            if user_metadata == txn.user_metadata:
+                return version
+            if txn.earlier(user_metadata):
+                return None
+        if len(commits) < limit:
+            return None
+        limit *= HISTORY_PAGE
 
 
 def written_by(spark: SparkSession, path: str, app_id: str) -> bool:
@@ -139,19 +180,17 @@ def refuse_writes_of_another(spark: SparkSession, path: str, app_id: str, why: s
         raise LakehouseError(why)
 
 
-def version_before(spark: SparkSession, path: str, txn: Txn, may_be_written: bool) -> int:
+def version_before(spark: SparkSession, path: str, txn: Txn) -> int:
     """The table's version just before `txn`'s commit: the newest, unless `txn` committed already (a
-    batch replayed after a failure; `may_be_written` says whether it can be), then the one before that.
+    batch replayed after a failure), then the one before that.
 
     What a batch reads of a table it also writes, so that a replay reads what the first attempt read."""
     from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
 
-    history = DeltaTable.forPath(spark, path).history(None if may_be_written else 1)
-    if may_be_written:
-        mine = history.where(F.col("userMetadata") == txn.user_metadata).select("version").first()
-        if mine is not None:
-            return mine[0] - 1
-    return history.select(F.max("version")).first()[0]
+    committed = commit_of(spark, path, txn) if txn.may_be_written else None
+    if committed is not None:
+        return committed - 1
+    return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
 
 
 def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune,
@@ -239,12 +278,12 @@ def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None =
     selects by them; each task's rows sorted on the range's column, FILE_ROWS a file; once per `txn`."""
     writer = (rows.sortWithinPartitions(prune.target_column)
               .write.format("delta").option("maxRecordsPerFile", FILE_ROWS))
-    if txn is not None:
-        writer = txn.on(writer)
-    if replace_where is None:
-        writer.mode("append").save(path)
+    writer = writer.mode("append") if replace_where is None else \
+        writer.mode("overwrite").option("replaceWhere", replace_where)
+    if txn is None:
+        writer.save(path)
     else:
-        writer.mode("overwrite").option("replaceWhere", replace_where).save(path)
+        txn.save(rows.sparkSession, writer, path)
 
 
 @contextmanager

@@ -166,9 +166,9 @@ def forget_the_delta_commit(spark, path: str) -> None:
 
 def test_a_batch_run_again_after_any_of_its_writes_adds_nothing_and_loses_nothing(spark, lake):
     """A crash after some of a batch's writes and before its checkpoint's commit: on restart Spark runs the
-    batch again. Bronze and gold are Delta idempotent writes (the query's id, the batch id); silver finds
-    the batch's new events against its version before the batch, so gold still gets the clicks whose
-    silver write was done before the crash and its own was not."""
+    batch again. Bronze and gold write once per batch (the query's id, the batch id: `writes.Txn`); silver
+    finds the batch's new events against its version before the batch, so gold still gets the clicks
+    whose silver write was done before the crash and its own was not."""
     send(lake, click("a1", "/a", "10:00:01.000"), click("a2", "/a", "10:00:02.000"), b"bad")
     medallion_only(spark, lake)
     forget_the_batch_commit(lake.checkpoint("medallion"))  # every write done, the batch not committed
