@@ -17,27 +17,33 @@ def _last_batch(log: Path) -> int:
 def test_a_query_always_in_a_batch_stops_at_the_end_of_it_with_that_batch_committed(spark, tmp_path):
     """A medallion whose batches take longer than its trigger starts the next one as one ends: a stop
     that waited to catch the moment between two found none under load and cut one short after 60 s.
-    Here each batch takes a second and the next starts at once."""
+    Here the batch in flight holds until the stop has begun, and the next would start at once."""
     started_batches: list[int] = []
+    stop_begun = threading.Event()
 
-    def slow(batch, batch_id: int) -> None:
+    def held(batch, batch_id: int) -> None:
         started_batches.append(batch_id)
-        time.sleep(1.0)
+        stop_begun.wait(60)
+
+    def report(line: str) -> None:
+        said.append(line)
+        stop_begun.set()
 
     checkpoint = tmp_path / "checkpoint"
     query = (spark.readStream.format("rate").option("rowsPerSecond", 20).load()
-             .writeStream.queryName("always_busy").foreachBatch(slow).trigger(processingTime="0 seconds")
+             .writeStream.queryName("always_busy").foreachBatch(held).trigger(processingTime="0 seconds")
              .option("checkpointLocation", str(checkpoint)).start())
     said: list[str] = []
     try:
-        wait_for(lambda: len(started_batches) >= 3, 60, "three batches")
+        wait_for(lambda: started_batches, 60, "a batch in flight")
         began = time.monotonic()
-        stop_between_batches([query], wait_s=30, report=said.append, hurry=threading.Event())
+        stop_between_batches([query], wait_s=30, report=report, hurry=threading.Event())
         took = time.monotonic() - began
     finally:
+        stop_begun.set()
         query.stop()
 
     assert said == ["[always_busy] stopping at the end of the running batch (within 30 s); stop again to stop now"]
-    assert took < 10, f"the stop took {took:.1f} s for a batch of 1 s"
+    assert took < 10, f"the stop took {took:.1f} s for a batch that ended as it began"
     assert _last_batch(checkpoint / "commits") == _last_batch(checkpoint / "offsets") == started_batches[-1], \
         "the running batch was not committed, or another one started after the stop"
