@@ -11,8 +11,8 @@ invalid record at all), and retention or a re-ingest of a day works on whole par
 streams the table in commit order and never needs to prune it.
 
 Exactly once: the medallion's query (analytical.medallion) lands each micro-batch first, as a write
-made once (analytical.writes.Txn: its query's id, the batch id): a batch replayed after a failure of a later layer
-finds its commit and lands nothing again.
+made once (analytical.writes.Txn: its query's id, the batch id): a batch replayed after a failure of a
+later layer finds its commit and lands nothing again.
 """
 
 from __future__ import annotations

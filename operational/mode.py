@@ -36,7 +36,7 @@ class FastPathMode:
     #: What its SparkSession adds to spark.conf, before `operational.spark_conf`.
     session_settings: Mapping[str, str]
     #: A real-time batch's length (its checkpoint interval), which a clean stop waits out; None in
-    #: micro-batch mode, whose batches are short enough to end at a stop (`stop_between_batches`).
+    #: micro-batch mode, whose batches are short enough to end at a stop (`stop_at_batch_end`).
     real_time_batch: timedelta | None
 
     @property
@@ -50,9 +50,9 @@ class FastPathMode:
     def stop(self, queries: list[Any]) -> None:
         """Stop its queries as a measurement ends: now in real-time mode (a batch ends only at its
         interval), at the end of the running batch in micro-batch mode."""
-        from shared.stopping import stop_between_batches, stop_now
+        from shared.stopping import stop_at_batch_end, stop_now
 
-        (stop_now if self.real_time else stop_between_batches)(queries)
+        (stop_now if self.real_time else stop_at_batch_end)(queries)
 
 
 def fast_path_mode(config: Config) -> FastPathMode:

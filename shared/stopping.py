@@ -93,7 +93,7 @@ def await_stop(settings: Supervision, *, seconds: float | None, report: Callable
 BATCH_END_WAIT_S = 60.0
 
 
-def stop_between_batches(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
+def stop_at_batch_end(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
                          report: Callable[[str], None] | None = None, hurry: threading.Event | None = None) -> None:
     """Stop each micro-batch query at the end of the batch it is in (at once when it is between
     batches), all within `wait_s`, or at once when `hurry` is set (a second Ctrl-C).

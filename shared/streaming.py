@@ -23,7 +23,7 @@ from shared.errors import LakehouseError
 from shared.progress import ChangedRows
 from shared.query_errors import first_line, raised_on_purpose, refused_by_analysis
 from shared.query_progress import RunningTotals, status_line
-from shared.stopping import BATCH_COMMIT_S, StopRequest, end_with_running_batch, stop_between_batches
+from shared.stopping import BATCH_COMMIT_S, StopRequest, end_with_running_batch, stop_at_batch_end
 from shared.stream import Stage
 
 #: How long `supervise` waits between its looks at the queries, in seconds (a signal is noticed within it).
@@ -63,7 +63,7 @@ def supervise(
     `real_time_batch`: the queries run in real-time mode with this checkpoint interval: a stop lets
     the running batch end and commit (`end_with_running_batch`), so a restart replays nothing; a
     micro-batch query at the end of its running batch too, or at once between batches
-    (`stop_between_batches`); a second signal stops them now.
+    (`stop_at_batch_end`); a second signal stops them now.
     `stop`: the caller's StopRequest, when one stop must end several calls (each layer of a backfill);
     else one of its own.
     """
@@ -100,7 +100,7 @@ def supervise(
         finally:
             running = queries.running
             if real_time_batch is None:
-                stop_between_batches(list(running.values()), report=report, hurry=stop.again)
+                stop_at_batch_end(list(running.values()), report=report, hurry=stop.again)
             else:
                 end_with_running_batch(running, real_time_batch.total_seconds() + BATCH_COMMIT_S, report, stop.again)
             for name, query in running.items():

@@ -122,7 +122,7 @@ def _medallion_beside(spark: Any, config: Config, with_medallion: str | None, qu
     """The medallion started as `with_medallion` says (run_once), past its first batches; stopped
     between its batches when the block ends."""
     from shared.query_progress import ProgressSummary
-    from shared.stopping import stop_between_batches
+    from shared.stopping import stop_at_batch_end
 
     beside = _Beside()
     if with_medallion == "shared":
@@ -135,7 +135,7 @@ def _medallion_beside(spark: Any, config: Config, with_medallion: str | None, qu
                            f"{stream.name}'s first batch", query)
             yield beside
         finally:
-            stop_between_batches(beside.queries)
+            stop_at_batch_end(beside.queries)
     elif with_medallion == "separate":
         from analytical.registry import STREAMS
         from lakehouse.both_paths import BothPaths

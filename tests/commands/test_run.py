@@ -208,7 +208,7 @@ def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restar
     # the shipped bounds, which the traffic's hostile records are made against: under the tests' 10-year
     # skew its clicks dated 2 hours ahead are valid and hold the watermark there, so all later clicks are late
     # and the medallion's shipped triggers: its query is then seldom in a batch when a stop comes (a stop
-    # lets the running batch end, however busy the query: shared/stopping.stop_between_batches)
+    # lets the running batch end, however busy the query: shared/stopping.stop_at_batch_end)
     options = settings(config_overrides, *SHIPPED_BOUNDS, "operational.mode=real-time",
                        "operational.real_time.checkpoint_interval=10 seconds", "hot_pages.threshold=10",
                        "analytical.triggers.medallion=5 seconds",

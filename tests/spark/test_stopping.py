@@ -6,7 +6,7 @@ import threading
 import time
 from pathlib import Path
 
-from shared.stopping import stop_between_batches
+from shared.stopping import stop_at_batch_end
 from tests.helpers import wait_for
 
 
@@ -37,7 +37,7 @@ def test_a_query_always_in_a_batch_stops_at_the_end_of_it_with_that_batch_commit
     try:
         wait_for(lambda: started_batches, 60, "a batch in flight")
         began = time.monotonic()
-        stop_between_batches([query], wait_s=30, report=report, hurry=threading.Event())
+        stop_at_batch_end([query], wait_s=30, report=report, hurry=threading.Event())
         took = time.monotonic() - began
     finally:
         stop_begun.set()

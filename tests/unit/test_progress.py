@@ -14,7 +14,7 @@ import pytest
 
 from shared import query_progress, streaming
 from shared.query_errors import first_line
-from shared.stopping import stop_between_batches
+from shared.stopping import stop_at_batch_end
 from shared.stream import Stage
 from shared.errors import LakehouseError
 from shared.progress import ENV, ChangedRows, Progress, echo, tracked
@@ -523,7 +523,7 @@ class BusyQuery:
 def test_a_stop_that_finds_a_query_in_a_batch_all_along_stops_it_there_and_says_so():
     busy, idle = BusyQuery("silver_clicks", in_a_batch=True), BusyQuery("gold_page_clicks_5s", in_a_batch=False)
     lines: list[str] = []
-    stop_between_batches([busy, idle], wait_s=0.05, report=lines.append)
+    stop_at_batch_end([busy, idle], wait_s=0.05, report=lines.append)
     assert busy.stopped and idle.stopped
     assert lines == ["[silver_clicks] still in a batch after 0.05 s: stopped in the running batch (nothing is lost: a "
                      "restart runs that batch again; Spark may log the cut-short write as an error)"]
@@ -535,7 +535,7 @@ def test_a_second_stop_stops_a_query_in_a_batch_at_once_instead_of_waiting_for_t
     lines: list[str] = []
     threading.Timer(0.2, hurry.set).start()
     started = time.monotonic()
-    stop_between_batches([busy], wait_s=20, report=lines.append, hurry=hurry)
+    stop_at_batch_end([busy], wait_s=20, report=lines.append, hurry=hurry)
     assert busy.stopped and time.monotonic() - started < 10, "the second stop was not heard"
     assert lines == ["[bronze_clicks] stopping at the end of the running batch (within 20 s); stop again to stop now",
                      "[bronze_clicks] stopped again: stopped in the running batch (nothing is lost: a restart runs "
