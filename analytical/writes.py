@@ -150,18 +150,24 @@ def commit_of(spark: SparkSession, path: str, txn: Txn) -> int | None:
     Read from the newest commits back to the app's commit of an earlier version (an app commits its
     versions in order), HISTORY_PAGE at first: a restart reads a few commits, not a long-lived
     table's whole log."""
+    return _newest_and_commit_of(spark, path, txn)[1]
+
+
+def _newest_and_commit_of(spark: SparkSession, path: str, txn: Txn) -> tuple[int, int | None]:
+    """The table's newest version, and `commit_of` its `txn`, from one read of its history."""
     from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
 
     table, limit = DeltaTable.forPath(spark, path), HISTORY_PAGE
     while True:
         commits = table.history(limit).select("version", "userMetadata").collect()
+        newest = commits[0][0]
         for version, user_metadata in commits:  # the newest first
             if user_metadata == txn.user_metadata:
-                return version
+                return newest, version
             if txn.earlier(user_metadata):
-                return None
+                return newest, None
         if len(commits) < limit:
-            return None
+            return newest, None
         limit *= HISTORY_PAGE
 
 
@@ -187,10 +193,10 @@ def version_before(spark: SparkSession, path: str, txn: Txn) -> int:
     What a batch reads of a table it also writes, so that a replay reads what the first attempt read."""
     from delta.tables import DeltaTable  # delta-spark is the medallion's runtime only
 
-    committed = commit_of(spark, path, txn) if txn.may_be_written else None
-    if committed is not None:
-        return committed - 1
-    return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
+    if not txn.may_be_written:
+        return DeltaTable.forPath(spark, path).history(1).select("version").first()[0]
+    newest, committed = _newest_and_commit_of(spark, path, txn)
+    return newest if committed is None else committed - 1
 
 
 def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune,

@@ -94,7 +94,7 @@ BATCH_END_WAIT_S = 60.0
 
 
 def stop_at_batch_end(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
-                         report: Callable[[str], None] | None = None, hurry: threading.Event | None = None) -> None:
+                      report: Callable[[str], None] | None = None, hurry: threading.Event | None = None) -> None:
     """Stop each micro-batch query at the end of the batch it is in (at once when it is between
     batches), all within `wait_s`, or at once when `hurry` is set (a second Ctrl-C).
 

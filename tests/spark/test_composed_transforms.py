@@ -220,4 +220,5 @@ def test_a_write_made_once_is_found_past_other_writers_commits_and_made_again_on
     assert count() == 6
     writes.append(rows, path, prune, writes.Txn("query", 2))  # replayed, never written: written
     assert count() == 7 and writes.commit_of(spark, path, writes.Txn("query", 2)) == 6
-    assert writes.version_before(spark, path, writes.Txn("query", 2)) == 5
+    assert writes.version_before(spark, path, writes.Txn("query", 2)) == 5  # what its first attempt read
+    assert writes.version_before(spark, path, writes.Txn("query", 3)) == 6  # not written yet: the newest
