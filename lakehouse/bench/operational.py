@@ -10,6 +10,7 @@ absolute times drift on a shared machine.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from lakehouse.bench.freshness import FRESHNESS_P99_TARGET_S
@@ -113,25 +114,38 @@ def summary_line(run: dict[str, Any]) -> str:
     return f"p50 {run['p50_ms']} ms, p99 {run['p99_ms']} ms, {run['alerts']} alerted windows ({traffic})"
 
 
-def throughput(settings: list[str], rates: list[float], seconds: float, hot_pages: int) -> dict[str, Any]:
-    """The highest offered rate whose Kafka lag does not grow over `seconds` (rates tried in order)."""
+def throughput(settings: list[str], rates: list[float], seconds: float, hot_pages: int,
+               measure: Callable[[float], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The highest offered rate whose Kafka lag does not grow over `seconds` (rates tried in order,
+    up to the first one not sustained). `measure` runs the load at a rate: a measured run of the
+    "tuned" profile unless given (tests/unit/test_benchmarks.py gives its own)."""
+    if measure is None:
+        def measure(rate: float) -> dict[str, Any]:
+            return measured_run("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
+
     steps, best = [], None
     for rate in rates:
-        run = measured_run("tuned", settings, rate, seconds, hot_pages, latency=False, drain_timeout_s=300)
-        lags = [(s["t_s"], s["lag"]) for s in run["samples"] if s["t_s"] >= 10]
-        slope = _slope(lags)
-        delivered = run["delivered_rate"]
-        sustained = slope < 0.02 * delivered and (lags[-1][1] if lags else 0) < 3 * delivered
-        steps.append({key: run[key] for key in ("valid", "offered_rate", "delivered_rate", "generator_cpu_share",
-                                                 "input_rate")}
-                     | {"lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
-                        "batch_ms_p50": run["batch_ms_p50"], "sustained": sustained})
-        say_progress(f"bench: {rate:,.0f}/s offered ({delivered:,.0f} delivered): lag growth {slope:,.0f}/s -> "
-                  f"{'sustained' if sustained else 'NOT sustained'}{'' if run['valid'] else ' (INVALID run)'}")
-        if not sustained or not run["valid"]:
+        step = throughput_step(measure(rate))
+        steps.append(step)
+        say_progress(f"bench: {rate:,.0f}/s offered ({step['delivered_rate']:,.0f} delivered): lag growth "
+                     f"{step['lag_growth_per_s']:,.0f}/s -> {'sustained' if step['sustained'] else 'NOT sustained'}"
+                     f"{'' if step['valid'] else ' (INVALID run)'}")
+        if not step["sustained"] or not step["valid"]:
             break
-        best = delivered
+        best = step["delivered_rate"]
     return {"seconds": seconds, "hot_pages": hot_pages, "max_sustained_rate": best, "steps": steps}
+
+
+def throughput_step(run: dict[str, Any]) -> dict[str, Any]:
+    """A measured run as a throughput step: sustained when the Kafka lag sampled after the first 10 s
+    grows by less than 2% of the delivered rate per second and ends below 3 s of it."""
+    lags = [(s["t_s"], s["lag"]) for s in run["samples"] if s["t_s"] >= 10]
+    slope = _slope(lags)
+    delivered = run["delivered_rate"]
+    return ({key: run[key] for key in ("valid", "offered_rate", "delivered_rate", "generator_cpu_share", "input_rate")}
+            | {"lag_growth_per_s": round(slope, 1), "final_lag": lags[-1][1] if lags else None,
+               "batch_ms_p50": run["batch_ms_p50"],
+               "sustained": slope < 0.02 * delivered and (lags[-1][1] if lags else 0) < 3 * delivered})
 
 
 def memory(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str = "real-time") -> dict[str, Any]:

@@ -79,21 +79,19 @@ def test_bench_recovery_restarts_after_a_kill_and_misses_no_window(config_overri
     assert "] started (query id" in restart["said"][-1] and restart["first_batch_ms"]["queryPlanning"] > 0
 
 
-def test_bench_throughput_reports_each_rate_it_tried(config_overrides):
-    report = bench(config_overrides, "throughput", "--rates", "500,2000", "--seconds", "10", "--hot-pages", "1")
+def test_bench_throughput_reports_the_rate_it_tried(config_overrides):
+    # One measured run: the climb over rates is throughput's (tests/unit/test_benchmarks.py); this is the
+    # command's wiring, from the run to the step it reports.
+    report = bench(config_overrides, "throughput", "--rates", "500", "--seconds", "10", "--hot-pages", "1")
 
-    steps = report["steps"]
-    kept_up = [step["valid"] and step["sustained"] for step in steps]
+    (step,) = report["steps"]
     # Delivered is records acknowledged over the sending time, which ends with the last flush: a paced
     # generator lands a hair under the offered rate (499.9 in one CI run), never over it.
-    first = steps[0]
-    assert first["offered_rate"] == 500 and first["valid"] and 0.99 * 500 <= first["delivered_rate"] <= 500, first
+    assert step["offered_rate"] == 500 and step["valid"] and 0.99 * 500 <= step["delivered_rate"] <= 500, step
+    assert step["input_rate"] > 0 and step["batch_ms_p50"] > 0, step
     # Whether this machine keeps up over 10 s today (a shared one once grew its lag at 500/s while the
-    # JVM compiled) is not this test's business; what the report makes of it is: a second step only
-    # after a sustained first, and the best rate is the last one kept.
-    assert [step["offered_rate"] for step in steps] == [500, 2000][:1 + kept_up[0]], steps
-    kept = [step["delivered_rate"] for step, sustained in zip(steps, kept_up) if sustained]
-    assert report["max_sustained_rate"] == (kept[-1] if kept else None), report
+    # JVM compiled) is not this test's business; what the report makes of it is: the rate kept, or none.
+    assert report["max_sustained_rate"] == (step["delivered_rate"] if step["sustained"] else None), report
 
 
 def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
-from lakehouse.bench.operational import latency_figures
+from lakehouse.bench.operational import latency_figures, throughput
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
 from lakehouse.bench.under_load import cores_used, delivery
 from lakehouse.bench.capacity import load_shape, search_rates
@@ -58,6 +58,28 @@ def test_a_run_that_did_not_deliver_the_offered_rate_is_invalid_and_has_no_figur
 
     assert short["valid"] is False and "p99_ms" not in short and short["delivered_rate"] == 18_999.0
     assert enough["valid"] is True and enough["p99_ms"] == 900 and enough["offered_rate"] == 20_000
+
+
+def a_run_at(rate: float, lag_growth_per_s: float, valid: bool = True) -> dict:
+    """A measured run's figures: its lag sampled each second for 20 s, growing at `lag_growth_per_s`."""
+    return {"valid": valid, "offered_rate": rate, "delivered_rate": rate * 0.999, "generator_cpu_share": 0.1,
+            "input_rate": rate, "batch_ms_p50": 100,
+            "samples": [{"t_s": t, "lag": 50 + lag_growth_per_s * t} for t in range(21)]}
+
+
+@pytest.mark.parametrize("growth, validity, tried, best", [
+    ({500: 0, 2000: 0, 4000: 0}, {}, [500, 2000, 4000], 4000 * 0.999),  # every rate kept: the last is the best
+    ({500: 0, 2000: 500, 4000: 0}, {}, [500, 2000], 500 * 0.999),  # 2,000/s grew its lag: no higher rate tried
+    ({500: 0, 2000: 0, 4000: 0}, {2000: False}, [500, 2000], 500 * 0.999),  # kept up, but not offered the rate
+    ({500: 100, 2000: 0, 4000: 0}, {}, [500], None),  # not even the first
+])
+def test_throughput_climbs_the_rates_until_one_is_not_sustained_and_reports_the_last_kept(growth, validity, tried, best):
+    report = throughput([], [500, 2000, 4000], 20, 1,
+                        measure=lambda rate: a_run_at(rate, growth[rate], validity.get(rate, True)))
+
+    assert [step["offered_rate"] for step in report["steps"]] == tried
+    assert report["max_sustained_rate"] == best
+    assert [step["sustained"] for step in report["steps"]] == [growth[rate] == 0 for rate in tried]
 
 
 def test_each_rate_gets_as_many_hot_pages_as_the_traffic_allows():
