@@ -11,6 +11,7 @@ nothing else in the project builds one.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -51,6 +52,12 @@ THREAD_STACK = "64m"
 JIT_OPTIONS = ("-XX:-DontCompileHugeMethods",)
 #: The Spark settings that hold JVM options: the project's come first, then the configuration's own.
 JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
+#: HotSpot's garbage collector per application, where it is not the JVM's default (G1, whose short
+#: pauses suit the fast path). The medallion's work is throughput, batches of up to millions of rows
+#: with a freshness of seconds to a minute: the parallel collector spends less CPU on the same work
+#: (analytical/README.md, "The parallel collector"). A collector in the configuration's JVM options
+#: replaces it: HotSpot refuses two.
+COLLECTORS = {"analytical": "-XX:+UseParallelGC"}
 
 
 #: A path's application: the section of the configuration whose `spark_conf` it adds to spark.conf.
@@ -117,7 +124,11 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
     if application:
         settings |= {key: str(value) for key, value in getattr(config, application).spark_conf.items()}
     for key, ours in project_java_options.items():  # a trust store or an agent of the configuration's joins ours
-        settings[key] = ours if settings[key] == ours else f"{ours} {settings[key]}"
+        theirs = "" if settings[key] == ours else settings[key]
+        collector = COLLECTORS.get(application or "", "")
+        if collector and not re.search(r"-XX:\+Use\w+GC\b", theirs):
+            ours = f"{ours} {collector}"
+        settings[key] = f"{ours} {theirs}".strip()
     if in_driver:
         settings["spark.master"] = "local[1]"
     # A failed executor heartbeat is harmless only where the executor is in the driver's JVM: a local

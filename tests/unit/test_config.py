@@ -227,6 +227,20 @@ def test_the_configurations_jvm_options_join_the_projects_instead_of_replacing_t
     assert "-XX:-DontCompileHugeMethods" in options and "-Djavax.net.ssl.trustStore=/etc/store.jks" in options
 
 
+@pytest.mark.parametrize("key", ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"])
+def test_the_medallions_jvms_run_the_parallel_collector_unless_the_configuration_names_one(key):
+    from shared.spark import spark_conf
+
+    def collectors(application: str | None, *overrides: str) -> list[str]:
+        options = spark_conf(load_config(None, list(overrides)), class_archive=False, application=application)[key]
+        return [option for option in options.split() if option.startswith("-XX:+Use") and option.endswith("GC")]
+
+    assert collectors("analytical") == ["-XX:+UseParallelGC"]
+    assert collectors("operational") == collectors(None) == []  # the JVM's default, G1: the fast path's short pauses
+    assert collectors("analytical", f"spark.conf.{key}=-XX:+UseG1GC -Xlog:gc") == ["-XX:+UseG1GC"]  # HotSpot takes one
+    assert collectors("analytical", f"spark.conf.{key}=-Xlog:gc") == ["-XX:+UseParallelGC"]
+
+
 def test_commands_that_use_no_credential_load_a_profile_without_them(monkeypatch):
     monkeypatch.delenv("KAFKA_SASL_USERNAME", raising=False)
     monkeypatch.delenv("KAFKA_SASL_PASSWORD", raising=False)
