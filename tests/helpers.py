@@ -105,3 +105,10 @@ def unwanted_warnings(output: str) -> list[str]:
     """The WARN/WARNING lines of `output` that are not on EXPECTED_WARNINGS."""
     return [line for line in output.splitlines()
             if re.search(r"\bWARN(ING)?\b", line) and not any(expected in line for expected in EXPECTED_WARNINGS)]
+
+
+def assert_quiet(output: str) -> None:
+    """No warning in `output` that no user can act on (OPERATIONS.md, "A quiet console"); the failure
+    shows the lines, since a warning of a slow hour may not come again."""
+    unwanted = unwanted_warnings(output)
+    assert not unwanted, 'a warning no user can act on (OPERATIONS.md, "A quiet console"):\n' + "\n".join(unwanted[:20])

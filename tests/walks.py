@@ -28,7 +28,7 @@ from shared import PROJECT_ROOT
 from shared.config_loading import load_config
 from shared.config_layers import apply_override
 from tests.conftest import COMMAND_JVMS, free_port
-from tests.helpers import LAKEHOUSE, unwanted_warnings, wait_for
+from tests.helpers import LAKEHOUSE, assert_quiet, wait_for
 from tests.processes import jvms_now
 from tests.topics import read_to_end
 from tests.truth import Truth, assert_alerts_as_the_oracle_says
@@ -194,4 +194,4 @@ def walk_as_written(steps: list[list[str]], tmp_path: Path, *settings: str) -> N
                 subprocess.run([LAKEHOUSE, service, "stop"], env=env, capture_output=True, timeout=120)
     output = "\n".join(outputs)
     assert "Traceback" not in output
-    assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
+    assert_quiet(output)

@@ -18,7 +18,7 @@ from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_location
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, ahead_of_the_clock, lakehouse_here, run_lakehouse, send, unwanted_warnings, wait_for
+from tests.helpers import LAKEHOUSE, ahead_of_the_clock, assert_quiet, lakehouse_here, run_lakehouse, send, wait_for
 from tests.processes import alive, command_line, family, processes
 from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
@@ -49,7 +49,7 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
                                     while_running=the_medallion_yields_and_a_second_run_is_refused)
 
     assert "stop requested: stopping" in output and "Traceback" not in output
-    assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
+    assert_quiet(output)
     assert all(f"  {name} " in output for name in QUERIES), "one console view of both processes' queries"
     assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
 
@@ -72,7 +72,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
     output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log", real_time=True)
 
     assert "hot pages (real-time)" in output and "Traceback" not in output
-    assert not unwanted_warnings(output), "a warning no user can act on (OPERATIONS.md, \"A quiet console\")"
+    assert_quiet(output)
     assert "[hot_pages] real-time, running: lag " in output, "between batch reports the console says what it does"
     assert "is aborting" not in output, "stopping mid-batch logs the cancelled writers at ERROR unless silenced"
     assert alerted(config) == expected_alerts(real_time=True) != expected_alerts()  # /run's 5 clicks alert as 4
@@ -172,7 +172,8 @@ def test_a_stop_during_the_medallions_first_commit_lets_that_commit_finish_then_
     output, _ = stopped_while_starting(
         "analytical", settings(config_overrides), tmp_path / "analytical.log", lambda _: progress_table.exists(),
         "the medallion to start writing its progress table", every_s=0.01)
-    assert " ERROR " not in output and not unwanted_warnings(output), output
+    assert " ERROR " not in output, output
+    assert_quiet(output)
     assert (progress_table / "_delta_log" / f"{0:020}.json").exists(), "the first commit was finished, not abandoned"
 
 
@@ -254,4 +255,5 @@ def test_a_clean_stop_in_real_time_mode_ends_with_the_running_batch_and_a_restar
     for log in sorted(tmp_path.glob("run-*.log")):
         output = log.read_text()
         assert "stopping at the end of the running batch" in output and "its last batch committed" in output, output
-        assert "Traceback" not in output and "could not append" not in output and not unwanted_warnings(output), output
+        assert "Traceback" not in output and "could not append" not in output, output
+        assert_quiet(output)

@@ -13,7 +13,7 @@ import re
 from lakehouse.cli.demo import DEMO_PROFILE
 from shared.config_loading import load_config
 from tests.conftest import COMMAND_JVMS, free_port
-from tests.helpers import run_lakehouse, unwanted_warnings
+from tests.helpers import assert_quiet, run_lakehouse
 from tests.topics import read_to_end
 from tests.truth import Truth, assert_alerts_as_the_oracle_says
 
@@ -31,7 +31,8 @@ def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_pa
                          timeout=900)
     output = demo.stdout + demo.stderr
     assert demo.returncode == 0, output[-4000:]
-    assert "Traceback" not in output and not unwanted_warnings(output)
+    assert "Traceback" not in output
+    assert_quiet(output)
     assert "the broker is stopped" in demo.stdout
 
     config = load_config(DEMO_PROFILE, overrides=settings)  # what the demo read: its profile, then --set

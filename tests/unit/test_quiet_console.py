@@ -79,3 +79,14 @@ def test_a_failed_heartbeat_is_hidden_only_where_the_executor_is_in_the_drivers_
 
     options = spark_conf(load_config(None, overrides), class_archive=False)["spark.driver.extraJavaOptions"]
     assert f"-Dlakehouse.inProcessHeartbeat={heartbeat_warnings}" in options.split()
+
+
+def test_a_console_that_is_not_quiet_fails_with_the_lines_that_broke_it():
+    from tests.helpers import assert_quiet
+
+    loaded = "22:29:34 WARN StateStore: Loaded state store provider in loadTimeMs=2400"
+    assert_quiet(f"12:00:01 INFO started\n{loaded}")  # on EXPECTED_WARNINGS: a loaded machine
+    with pytest.raises(AssertionError) as failed:
+        assert_quiet(f"{loaded}\n22:29:35 WARN NettyRpcEnv: Ignored message: true\nWARNING: a Python one")
+    assert str(failed.value).splitlines()[1:] == ["22:29:35 WARN NettyRpcEnv: Ignored message: true",
+                                                  "WARNING: a Python one"]
