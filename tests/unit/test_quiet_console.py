@@ -8,6 +8,7 @@ import re
 import pytest
 
 from shared import PROJECT_ROOT
+from tests.helpers import assert_quiet
 
 # Messages as Spark 4.1 and 4.3 log them (copied from real runs), by logger.
 SILENCED = {
@@ -82,8 +83,6 @@ def test_a_failed_heartbeat_is_hidden_only_where_the_executor_is_in_the_drivers_
 
 
 def test_a_console_that_is_not_quiet_fails_with_the_lines_that_broke_it():
-    from tests.helpers import assert_quiet
-
     loaded = "22:29:34 WARN StateStore: Loaded state store provider in loadTimeMs=2400"
     assert_quiet(f"12:00:01 INFO started\n{loaded}")  # on EXPECTED_WARNINGS: a loaded machine
     with pytest.raises(AssertionError) as failed:
