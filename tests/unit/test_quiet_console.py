@@ -8,7 +8,7 @@ import re
 import pytest
 
 from shared import PROJECT_ROOT
-from tests.helpers import assert_quiet
+from tests.helpers import assert_no_errors, assert_quiet
 
 # Messages as Spark 4.1 and 4.3 log them (copied from real runs), by logger.
 SILENCED = {
@@ -89,3 +89,14 @@ def test_a_console_that_is_not_quiet_fails_with_the_lines_that_broke_it():
         assert_quiet(f"{loaded}\n22:29:35 WARN NettyRpcEnv: Ignored message: true\nWARNING: a Python one")
     assert str(failed.value).splitlines()[1:] == ["22:29:35 WARN NettyRpcEnv: Ignored message: true",
                                                   "WARNING: a Python one"]
+
+
+def test_an_error_fails_with_its_stack_trace_not_the_logs_tail():
+    assert_no_errors("12:00:01 INFO started\n12:00:02 WARN an error-free warning\nerrors 0")
+    trace = ["12:00:03 ERROR MicroBatchExecution: Query medallion terminated with error",
+             "java.io.InterruptedIOException: s3a://tests/x: interrupted", "\tat org.apache.hadoop.fs.s3a.Invoker"]
+    with pytest.raises(AssertionError) as failed:
+        assert_no_errors("\n".join(["12:00:01 INFO started", *trace, *["later"] * 50, "Traceback (most recent call last):"]),
+                         context=3)
+    said = str(failed.value)
+    assert said.startswith("2 error line(s)") and "line 2:\n" + "\n".join(trace) in said and "line 55:" in said
