@@ -70,7 +70,6 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
                                                                          config.hot_pages).schema)
         checkpoint = checkpoint_location(target_root, stream_name)
         first_of_run = [True]
-        recent = silver_clicks.recent_events()
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
             query = query_id(spark, checkpoint)
@@ -81,19 +80,13 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
             txn = Txn(query, batch_id, may_be_written=first_of_run[0])
             first_of_run[0] = False
             watermark = config.analytical.watermark
-            watermark_ms = batch_watermark_ms(spark, checkpoint, batch_id)
-            try:
-                with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
-                    if bronze is not None:
-                        bronze_clicks.land(rows, bronze, txn)
-                    with cached(silver_clicks.new_events(rows, clicks, watermark, txn, recent)) as new:
-                        silver_clicks.write_batch(rows, new, clicks, quarantine, watermark, txn)
-                        recent.added(spark, clicks, txn.user_metadata)
-                        observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn, watermark_ms)
-            except BaseException:
-                recent.forget()  # what it holds may be what failed, or stand for a version half written
-                raise
-            recent.slide((watermark_ms - int(watermark.total_seconds() * 1000)) * 1000)
+            with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
+                if bronze is not None:
+                    bronze_clicks.land(rows, bronze, txn)
+                with cached(silver_clicks.new_events(rows, clicks, watermark, txn)) as new:
+                    silver_clicks.write_batch(rows, new, clicks, quarantine, watermark, txn)
+                    observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,
+                                                              batch_watermark_ms(spark, checkpoint, batch_id))
             BATCH_OBSERVATIONS.record(query, batch_id, observed)
 
         return rows.writeStream.outputMode("append").foreachBatch(write_batch)

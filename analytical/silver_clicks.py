@@ -22,9 +22,7 @@ breaks one goes to the quarantine with reason `failed_expectation` instead of si
 Both are written by appending the rows the table does not hold yet (analytical.writes.new_rows):
 silver/clicks once per micro-batch (analytical.writes.Txn), the quarantine by its records' keys. The
 events new to silver are found against silver as it was before the batch's own write, so a batch
-replayed after a failure of a later layer hands gold the same events again. The medallion's query
-looks for most earlier copies in what it holds of its own recent batches (analytical.recent_keys)
-instead of reading the watermark's range of silver in every batch.
+replayed after a failure of a later layer hands gold the same events again.
 """
 
 from __future__ import annotations
@@ -48,7 +46,6 @@ from analytical.quality import (
 )
 from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
-from analytical.recent_keys import RecentKeys
 from analytical.tables import Table
 from analytical.writes import Prune, Txn, append, insert_new, new_rows, same_keys, version_before
 from shared.config import Config
@@ -164,29 +161,18 @@ def _prune(watermark: timedelta) -> Prune:
     return Prune("eventTime", "eventTime", spark_interval(watermark))
 
 
-def recent_events() -> RecentKeys:
-    """What a query holds of the events it wrote to silver/clicks in its recent batches, for `new_events`."""
-    return RecentKeys(("eventId",), "eventTime")
-
-
-def new_events(rows: DataFrame, clicks_path: str, watermark: timedelta, txn: Txn,
-               recent: RecentKeys | None = None) -> DataFrame:
+def new_events(rows: DataFrame, clicks_path: str, watermark: timedelta, txn: Txn) -> DataFrame:
     """The events of a micro-batch of parsed rows that silver/clicks did not hold before the batch's own
     write (`txn`), one row each, in its columns: what the batch adds to silver, and gold counts.
 
     Found against the table's version before that write, so evaluated again, after the write or in a
-    replay of the batch, it gives the same events. `recent`: the query's `recent_events`, where the
-    earlier copies of most events are found without reading silver's range (analytical.recent_keys);
-    the batch then hands it what it wrote (`RecentKeys.added`)."""
+    replay of the batch, it gives the same events."""
     spark = rows.sparkSession
     valid = rows.transform(silver_clicks)
     events = valid.transform(dedupe_clicks, watermark, FIRST_COPY)
-    version = version_before(spark, clicks_path, txn)
-    before = spark.read.format("delta").option("versionAsOf", version).load(clicks_path)
-    found = None if recent is None else \
-        lambda table, bounds, hashes: recent.candidates(table, version, bounds, hashes)
-    new = new_rows(events, before, ("eventId",), same_event(watermark), _prune(watermark), bounds_from=valid,
-                   candidates=found)
+    before = spark.read.format("delta").option(
+        "versionAsOf", version_before(spark, clicks_path, txn)).load(clicks_path)
+    new = new_rows(events, before, ("eventId",), same_event(watermark), _prune(watermark), bounds_from=valid)
     return before.limit(0) if new is None else new
 
 

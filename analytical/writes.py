@@ -23,7 +23,6 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import TimestampType
 
 from analytical.quality import metrics_name, passing, with_expectations
-from analytical.recent_keys import KEY_HASH, table_candidates
 from analytical.tables import TableAt
 from shared.config import Config
 from shared.errors import LakehouseError
@@ -82,27 +81,21 @@ def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, p
         _write(new, path, prune)
 
 
-#: (table, bounds as SQL on alias t, the batch's key hashes) -> the table's rows that may match.
-Candidates = Callable[[DataFrame, str, DataFrame], DataFrame]
-
-
 def new_rows(batch: DataFrame, table: DataFrame, keys: tuple[str, ...], match: str, prune: Prune,
-             bounds_from: DataFrame | None = None, candidates: Candidates | None = None) -> DataFrame | None:
+             bounds_from: DataFrame | None = None) -> DataFrame | None:
     """The rows of `batch` that `match` finds no row of `table` for (`insert_new`, whose arguments these
     are), in the table's columns; None when the batch is empty. A pure function of the batch and the
     table's version: pass the version from before the batch's own write, and evaluating it again after
-    that write gives the same rows.
-
-    `candidates(table, bounds, batch_hashes)`: where the table's rows that may match are found, when not
-    by reading the range (`recent_keys.table_candidates`); e.g. `recent_keys.RecentKeys.candidates`."""
+    that write gives the same rows."""
     source = batch if bounds_from is None else bounds_from
     bounds = prune.condition(source)
     if bounds is None:
         return None
-    batch_hashes = source.select(F.xxhash64(*keys).alias(KEY_HASH)).distinct()
-    found = (table_candidates(table, bounds, keys, prune.target_column, batch_hashes) if candidates is None
-             else candidates(table, bounds, batch_hashes))
-    return batch.alias("s").join(F.broadcast(found).alias("t"), F.expr(match), "left_anti").select(*table.columns)
+    batch_keys = source.select(F.xxhash64(*keys).alias(_KEY_HASH)).distinct()
+    candidates = (table.alias("t").where(bounds).select(*dict.fromkeys((*keys, prune.target_column)))
+                  .withColumn(_KEY_HASH, F.xxhash64(*keys))
+                  .join(F.broadcast(batch_keys), _KEY_HASH, "left_semi").drop(_KEY_HASH))
+    return batch.alias("s").join(F.broadcast(candidates).alias("t"), F.expr(match), "left_anti").select(*table.columns)
 
 
 def append(rows: DataFrame, path: str, prune: Prune, txn: Txn) -> None:
@@ -280,6 +273,10 @@ def _cells(batch: DataFrame, prune: Prune) -> str | None:
     column = f"`{prune.target_column}`"
     return " OR ".join(f"({column} >= TIMESTAMP'{start}' AND {column} < TIMESTAMP'{end}')"
                        for start, end in ranges) or None
+
+
+#: The hash of a row's keys, a column `insert_new` adds for its semi-join.
+_KEY_HASH = "_keyHash"
 
 
 def _write(rows: DataFrame, path: str, prune: Prune, replace_where: str | None = None, txn: Txn | None = None) -> None:
