@@ -118,6 +118,6 @@ def assert_no_errors(output: str, context: int = 12) -> None:
     """No ERROR line and no Python traceback in `output`; the failure shows each with the lines after
     it (a stack trace, the traceback's frames), since the error of a slow hour may not come again."""
     lines = output.splitlines()
-    hits = [index for index, line in enumerate(lines) if " ERROR " in line or line.startswith("Traceback")]
+    hits = [index for index, line in enumerate(lines) if " ERROR " in line or "Traceback" in line]
     shown = [f"line {index + 1}:\n" + "\n".join(lines[index:index + context]) for index in hits[:5]]
-    assert not hits, f"{len(hits)} error line(s); the first:\n" + "\n...\n".join(shown)
+    assert not hits, f"{len(hits)} error line(s); the first {len(shown)}:\n" + "\n...\n".join(shown)

@@ -96,7 +96,7 @@ def test_an_error_fails_with_its_stack_trace_not_the_logs_tail():
     trace = ["12:00:03 ERROR MicroBatchExecution: Query medallion terminated with error",
              "java.io.InterruptedIOException: s3a://tests/x: interrupted", "\tat org.apache.hadoop.fs.s3a.Invoker"]
     with pytest.raises(AssertionError) as failed:
-        assert_no_errors("\n".join(["12:00:01 INFO started", *trace, *["later"] * 50, "Traceback (most recent call last):"]),
+        assert_no_errors("\n".join(["12:00:01 INFO started", *trace, *["later"] * 50, "[medallion] Traceback (most recent call last):"]),
                          context=3)
     said = str(failed.value)
     assert said.startswith("2 error line(s)") and "line 2:\n" + "\n".join(trace) in said and "line 55:" in said
