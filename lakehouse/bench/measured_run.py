@@ -140,7 +140,8 @@ def _medallion_beside(spark: Any, config: Config, with_medallion: str | None, qu
         from analytical.registry import STREAMS
         from lakehouse.both_paths import BothPaths
 
-        paths = BothPaths(config, child_options(config), relay=lambda line: None)
+        # Its stderr passed on, so that a medallion ending mid-run shows why beside the bench's progress.
+        paths = BothPaths(config, child_options(config), relay=lambda line: say_progress(f"medallion: {line}"))
         with paths.started(on_progress=lambda progress: beside.reports.append(ProgressSummary.of(progress))):
             beside.process = paths.medallion
             wait_until(lambda: len(beside.process.streams_with_progress) == len(STREAMS) or beside.process.ended, 300,
