@@ -75,16 +75,22 @@ MALFORMED = {
 }
 
 
-def test_bronze_keeps_every_record_and_silver_splits_them_into_events_and_quarantine(spark, lake):
+@pytest.mark.parametrize("batch_cap", [None, 4], ids=["one batch", "batches of at most 4 records"])
+def test_bronze_keeps_every_record_and_silver_splits_them_into_events_and_quarantine(spark, configured, batch_cap):
+    """With a cap on a batch's records, the same records in three batches give the same tables: the
+    duplicate, in the last batch, is found against what silver holds from the first."""
+    lake = configured("hot_pages.threshold=3", f"analytical.max_offsets_per_trigger={batch_cap or 'null'}",
+                      topics=("clicks",))
     valid = [click("e1", "/a", "10:00:01.000"), click("e2", "/a", "10:00:02.000"),
              click("e3", "/b", "10:00:03.000", campaign="winter")]  # a field the schema does not know
     duplicate = click("e1", "/a", "10:00:01.000")
-    produced = [*valid, *MALFORMED, duplicate, None]
+    produced = [*valid, *MALFORMED, duplicate, None]  # one key: one partition, in this order
     send(lake, *produced)
 
-    rows = backfill(spark, lake)
+    runs = {run.name: run for run in pipeline.backfill(spark, lake, report=lambda line: None)}
 
-    assert rows["medallion"] == len(produced)
+    assert runs["medallion"].rows == len(produced)
+    assert runs["medallion"].batches == (1 if batch_cap is None else 3)
     bronze = table(spark, lake, BRONZE_CLICKS).orderBy("partition", "offset").collect()
     assert [row.value for row in bronze] == [bytes(v) if v is not None else None for v in produced]
     assert {row.key for row in bronze} == {b"k"}
