@@ -17,3 +17,8 @@ class ConfigError(LakehouseError):
 
 class MissingDependencyError(LakehouseError):
     """A tool, package or jar the command needs is not installed; the message says how to get it."""
+
+
+class BrokerUnreachableError(LakehouseError):
+    """No Kafka broker answers (`shared.kafka.require_reachable`). At a command's start it ends the
+    command; to a running query's start it is a broker restarting, and the query is retried."""

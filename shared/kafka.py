@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, Literal
 
 from shared.config import KafkaConfig, KafkaSourceSettings
-from shared.errors import LakehouseError
+from shared.errors import BrokerUnreachableError, LakehouseError
 from shared.kafka_probe import KafkaSecurityError, security_problem
 from shared.kafka_settings import client_settings, producer_settings, spark_options
 
@@ -42,9 +42,9 @@ def read_clicks_stream(spark: Any, kafka: KafkaConfig, source: KafkaSourceSettin
     return reader.load()
 
 
-def _unreachable(kafka: KafkaConfig, error: Exception | str) -> LakehouseError:
+def _unreachable(kafka: KafkaConfig, error: Exception | str) -> BrokerUnreachableError:
     why = error if isinstance(error, str) else type(error).__name__
-    return LakehouseError(
+    return BrokerUnreachableError(
         f"no Kafka broker answers at {kafka.bootstrap_servers} ({why}): "
         "start the embedded one with `lakehouse kafka start`, or fix kafka.bootstrap_servers"
     )
@@ -66,9 +66,7 @@ def wait_until_reachable(kafka: KafkaConfig, timeout_s: float, report: Callable[
     for attempt in itertools.count():
         try:
             return require_reachable(kafka)
-        except KafkaSecurityError:
-            raise  # it answers, and refuses us: waiting changes nothing
-        except LakehouseError:
+        except BrokerUnreachableError:  # (a broker that answers and refuses us is not waited for)
             if time.monotonic() >= deadline:
                 raise
             if attempt == 0:

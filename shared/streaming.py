@@ -19,7 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from shared.config import Supervision
-from shared.errors import LakehouseError
+from shared.errors import BrokerUnreachableError, LakehouseError
 from shared.progress import ChangedRows
 from shared.query_errors import first_line, raised_on_purpose, refused_by_analysis
 from shared.query_progress import RunningTotals, status_line
@@ -134,15 +134,21 @@ class _Queries:
 
     def start_first(self, name: str) -> None:
         """The query's first start: a start Spark's analysis refuses ends the command (the same plan is
-        refused at every start); one that fails otherwise (a storage or broker hiccup) is retried."""
+        refused at every start), as does a LakehouseError (a setting that cannot work); one that fails
+        otherwise (a storage or broker hiccup, the broker down since the command checked it) is retried."""
+        self.launch_or_retry(name, self.starters[name], "its start failed", first=True)
+
+    def launch_or_retry(self, name: str, start: Callable[[], Any], failed: str, first: bool = False) -> None:
+        """Start the query, or, when its start fails, restart it later from its starter (`failed`: what
+        the restart's message calls the failure). Only a first start is refused for good."""
         try:
-            self.launch(name, self.starters[name])
-        except LakehouseError:
-            raise
+            self.launch(name, start)
         except Exception as error:
-            if refused_by_analysis(error):
+            if first and isinstance(error, LakehouseError) and not isinstance(error, BrokerUnreachableError):
+                raise
+            if first and refused_by_analysis(error):
                 raise LakehouseError(f"the {name} query could not start: {first_line(error)}") from None
-            self.restart_later(name, f"its start failed: {first_line(error)}")
+            self.restart_later(name, f"{failed}: {first_line(error)}")
 
     def restart_later(self, name: str, message: str) -> None:
         """Another failure in the query's row: restart it after the backoff, or give up after max_restarts."""
@@ -169,7 +175,8 @@ class _Queries:
                 self.report(f"[{name}] {stage.note}; stop requested: stopped before the next step")
                 return
             self.report(f"[{name}] {stage.note}")
-            self.launch(name, stage.then)
+            # (its next step reads the broker: a broker restarting as the step ended fails that start)
+            self.launch_or_retry(name, stage.then, f"the start after {stage.note}")
         elif error is None:
             self.report(f"[{name}] finished")
         elif raised_on_purpose(error):
@@ -180,11 +187,8 @@ class _Queries:
     def restart_those_due(self) -> None:
         for name, when in list(self.restart_at.items()):
             if time.monotonic() >= when:
-                del self.restart_at[name]
-                try:
-                    self.launch(name, self.starters[name])
-                except Exception as error:  # its start failed too (the broker still restarting, say)
-                    self.restart_later(name, f"its restart failed: {first_line(error)}")
+                del self.restart_at[name]  # (its start may fail too: the broker still restarting, say)
+                self.launch_or_retry(name, self.starters[name], "its restart failed")
 
 
 def _wait_for_a_change(running: Mapping[str, Any], stop: threading.Event, seconds: float) -> None:

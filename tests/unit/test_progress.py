@@ -16,7 +16,7 @@ from shared import query_progress, streaming
 from shared.query_errors import first_line
 from shared.stopping import stop_at_batch_end
 from shared.stream import Stage
-from shared.errors import LakehouseError
+from shared.errors import BrokerUnreachableError, LakehouseError
 from shared.progress import ENV, ChangedRows, Progress, echo, tracked
 from tests.conftest import make_config
 
@@ -375,6 +375,61 @@ def test_a_stop_that_arrives_as_a_stage_ends_starts_no_next_query(monkeypatch):
 
     assert said == ["[hot_pages] started (query id fake): a backlog",
                     "[hot_pages] caught up; stop requested: stopped before the next step"]
+
+
+def test_a_stage_whose_next_start_finds_the_broker_down_is_restarted_from_its_starter_after_the_backoff(monkeypatch):
+    """The broker killed as the catch-up's micro-batch ends: its last batch needed no broker, but the next
+    step's start asks the broker how old the backlog is. That is a broker restarting, not the end of the
+    command: the query starts again from its starter once the backoff has passed."""
+    monkeypatch.setattr(streaming, "TICK_S", 0.0)
+    settings = make_config("operational.restart_backoff_s=0.01").operational
+    starts: list[str] = []
+
+    def broker_down():
+        starts.append("next step")
+        raise BrokerUnreachableError("no Kafka broker answers at 127.0.0.1:9092 (Connection refused)")
+
+    def start_caught_up():
+        starts.append("starter")
+        if len(starts) == 1:
+            return Stage(FakeQuery([kafka_batch(0, 100, None, None)]), broker_down, why="a backlog", note="caught up")
+        return FakeQuery([kafka_batch(n, 10, None, None) for n in range(1, 3)])
+
+    said: list[str] = []
+    totals = streaming.supervise({"hot_pages": start_caught_up}, settings, seconds=None,
+                                 report=said.append, status_lines=False)
+
+    assert starts == ["starter", "next step", "starter"]
+    assert said[2] == ("[hot_pages] failed (the start after caught up: no Kafka broker answers at 127.0.0.1:9092 "
+                       "(Connection refused)); restart 1/8 from its checkpoint in 0.01 s")
+    assert said[-1] == "[hot_pages] finished" and totals["hot_pages"].rows == 120
+
+
+def test_a_first_start_that_finds_the_broker_down_is_retried_and_another_lakehouse_error_ends_the_command():
+    """The broker went down between the command's check and its query's start: retried. A setting that
+    cannot work (real-time mode on the wrong Spark) fails every start: the command ends at once."""
+    settings = make_config("operational.restart_backoff_s=0.01").operational
+    starts: list[str] = []
+
+    def start_after_the_broker_is_back():
+        starts.append("start")
+        if len(starts) == 1:
+            raise BrokerUnreachableError("no Kafka broker answers at 127.0.0.1:9092 (Connection refused)")
+        return FakeQuery([kafka_batch(0, 10, None, None)])
+
+    totals = streaming.supervise({"hot_pages": start_after_the_broker_is_back}, settings, seconds=None,
+                                 report=lambda line: None, status_lines=False)
+    assert len(starts) == 2 and totals["hot_pages"].rows == 10
+
+    def wrong_spark():
+        starts.append("start")
+        raise LakehouseError("operational.mode is real-time, which needs Spark 4.3")
+
+    starts.clear()
+    with pytest.raises(LakehouseError, match="needs Spark 4.3"):
+        streaming.supervise({"hot_pages": wrong_spark}, settings, seconds=None, report=lambda line: None,
+                            status_lines=False)
+    assert starts == ["start"]
 
 
 def test_a_restart_whose_start_fails_is_tried_again_after_the_backoff_until_max_restarts():
