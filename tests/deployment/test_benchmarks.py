@@ -11,12 +11,18 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tests.helpers import run_lakehouse
 
 #: Small, and well below what the generator and both paths sustain here; the threshold such that
 #: each hot page crosses it in every window.
 LOAD = ["--rate", "2000", "--hot-pages", "1"]
 THRESHOLD = "--set=hot_pages.threshold=400"
+#: How long the benchmarks that run several JVMs one after another may take; their tests' own timeout
+#: is a minute more, so that a slow run fails with the command's output, not pytest's default timeout.
+LONG_BENCH_S = 900
+long_bench = pytest.mark.timeout(LONG_BENCH_S + 60)
 
 
 def bench(config_overrides, *args: str, timeout: float = 600) -> dict:
@@ -34,6 +40,7 @@ def test_bench_latency_reports_each_configuration_it_ran_and_misses_no_window(co
     assert 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
 
 
+@long_bench
 def test_bench_freshness_reports_gold_beside_the_fast_path_and_the_fast_path_alone(config_overrides):
     """Its time: two measured runs (the fast path alone, then beside the medallion's process), each a
     JVM's start, 10 s of warm-up and 10 s of load, and the medallion catching gold up after the second."""
@@ -41,7 +48,7 @@ def test_bench_freshness_reports_gold_beside_the_fast_path_and_the_fast_path_alo
     # pytest processes of the run keep both busy, and gold then never catches up within the bench's wait
     # (a run measured 600 s here, against 221 s without them). Isolation is `bench latency --with-medallion`'s.
     report = bench(config_overrides, "freshness", *LOAD, "--seconds", "10", "--configs", "tuned",
-                   "--set=analytical.niceness=0", timeout=900)
+                   "--set=analytical.niceness=0", timeout=LONG_BENCH_S)
 
     alone, beside = report["fast_path"]["alone"], report["fast_path"]["with_medallion"]
     assert alone["valid"] is True and beside["valid"] is True
@@ -57,11 +64,12 @@ def test_bench_freshness_reports_gold_beside_the_fast_path_and_the_fast_path_alo
     assert 0 < cores["with_medallion"]["medallion"] < cores["with_medallion"]["machine"] <= os.cpu_count() + 0.05
 
 
+@long_bench
 def test_bench_capacity_finds_a_rate_whose_p99_meets_the_sla(config_overrides):
     # One measured run: the search over rates is search_rates' (tests/unit/test_benchmarks.py); this is the
     # command's wiring, from the run to the rate it reports.
     report = bench(config_overrides, "capacity", "--configs", "tuned", "--start-rate", "1500", "--min-windows", "2",
-                   "--max-runs", "1", "--sla-ms", "10000", timeout=900)
+                   "--max-runs", "1", "--sla-ms", "10000", timeout=LONG_BENCH_S)
 
     tuned = report["configs"]["tuned"]
     assert report["sla_ms"] == 10000 and len(tuned["tried"]) == 1
@@ -104,11 +112,13 @@ def test_bench_memory_reports_state_and_memory_over_the_run(config_overrides):
         report["samples"]
 
 
+@long_bench
 def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
     """Its time: six backfills, each in a process and JVM of its own as the benchmark measures them (two
     histories, each loaded and then backfilled once more, the medallion from bronze and the plain-batch
     floor)."""
-    report = bench(config_overrides, "backfill", "--events", "500", "--history", "2", "--span", "60", timeout=900)
+    report = bench(config_overrides, "backfill", "--events", "500", "--history", "2", "--span", "60",
+                   timeout=LONG_BENCH_S)
 
     def bronze_rows(run: dict) -> int:
         return next(layer["rows"] for layer in run["layers"] if layer["query"] == "medallion")
