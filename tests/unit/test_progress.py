@@ -382,6 +382,7 @@ def test_a_stage_whose_next_start_finds_the_broker_down_is_restarted_from_its_st
     step's start asks the broker how old the backlog is. That is a broker restarting, not the end of the
     command: the query starts again from its starter once the backoff has passed."""
     monkeypatch.setattr(streaming, "TICK_S", 0.0)
+    monkeypatch.setattr(streaming, "POLL_S", 0.01)  # the restart is due at once: no poll's wait for it
     settings = make_config("operational.restart_backoff_s=0.01").operational
     starts: list[str] = []
 
@@ -405,9 +406,10 @@ def test_a_stage_whose_next_start_finds_the_broker_down_is_restarted_from_its_st
     assert said[-1] == "[hot_pages] finished" and totals["hot_pages"].rows == 120
 
 
-def test_a_first_start_that_finds_the_broker_down_is_retried_and_another_lakehouse_error_ends_the_command():
+def test_a_first_start_that_finds_the_broker_down_is_retried_and_another_lakehouse_error_ends_the_command(monkeypatch):
     """The broker went down between the command's check and its query's start: retried. A setting that
     cannot work (real-time mode on the wrong Spark) fails every start: the command ends at once."""
+    monkeypatch.setattr(streaming, "POLL_S", 0.01)
     settings = make_config("operational.restart_backoff_s=0.01").operational
     starts: list[str] = []
 
