@@ -60,6 +60,12 @@ JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaO
 COLLECTORS = {"analytical": "-XX:+UseParallelGC"}
 
 
+#: Spark's setting for how many generated classes the JVM keeps compiled, and the project's value: a
+#: medallion batch's ~190 and the literal variants of about 40 batches more (each batch's ranges are
+#: new literals, so about 20 of its classes are new).
+CODEGEN_CACHE_ENTRIES = "spark.sql.codegen.cache.maxEntries"
+CODEGEN_CACHE_SIZE = 1000
+
 #: A path's application: the section of the configuration whose `spark_conf` it adds to spark.conf.
 Application = str
 
@@ -102,6 +108,11 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         # batch simply runs again (reproduced by the crash suite's kill during a start).
         "spark.sql.streaming.verifyCheckpointDirectoryEmptyOnStart": "false",
         "spark.sql.shuffle.partitions": str(spark.shuffle_partitions),
+        # Spark keeps the classes it generates for plans in one JVM-wide cache, 100 by default. One
+        # medallion batch needs about 190 (its writes, Delta's file filtering and commits), so each
+        # batch evicted the last one's and compiled them all again, and the JIT compiled them again
+        # (analytical/README.md, "Classes compiled again in every batch").
+        CODEGEN_CACHE_ENTRIES: str(CODEGEN_CACHE_SIZE),
         # Delta rebuilds a table's snapshot from its log with 50 tasks by default: on a few cores that
         # is most of a small write's time.
         "spark.databricks.delta.snapshotPartitions": str(spark.shuffle_partitions),

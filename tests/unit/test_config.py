@@ -215,6 +215,15 @@ def test_state_rows_are_counted_only_when_the_configuration_asks_in_either_appli
         assert spark_conf(asked, class_archive=False, application=application)[counting] == "true"
 
 
+def test_the_jvm_keeps_more_generated_classes_than_a_medallion_batch_compiles_unless_the_configuration_says():
+    from shared.spark import CODEGEN_CACHE_ENTRIES, spark_conf
+
+    for application in ("operational", "analytical", None):
+        assert int(spark_conf(load_config(), class_archive=False, application=application)[CODEGEN_CACHE_ENTRIES]) >= 400
+    assert spark_conf(load_config(None, [f"spark.conf.{CODEGEN_CACHE_ENTRIES}=50"]),
+                      class_archive=False)[CODEGEN_CACHE_ENTRIES] == "50"
+
+
 @pytest.mark.parametrize("key", ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"])
 def test_the_configurations_jvm_options_join_the_projects_instead_of_replacing_them(key):
     from shared.spark import spark_conf
