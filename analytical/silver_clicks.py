@@ -19,10 +19,12 @@ The medallion checks `suite`'s expectations on each valid event under its policy
 `quality.policies.silver_clicks` overrides it; analytical.quality): under `drop`, an event that
 breaks one goes to the quarantine with reason `failed_expectation` instead of silver/clicks.
 
-Both are written by appending the rows the table does not hold yet (analytical.writes.new_rows):
-silver/clicks once per micro-batch (analytical.writes.Txn), the quarantine by its records' keys. The
-events new to silver are found against silver as it was before the batch's own write, so a batch
-replayed after a failure of a later layer hands gold the same events again.
+Both are appended to once per micro-batch (analytical.writes.Txn): silver/clicks with the events it does
+not hold yet (analytical.writes.new_rows), the quarantine with the batch's invalid records, which no other
+batch of the query holds (a record's Kafka offset, or bronze's file, is read by one batch), so only a
+replay of the same batch could repeat them. The events new to silver are found against silver as it was
+before the batch's own write, so a batch replayed after a failure of a later layer hands gold the same
+events again.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ from analytical.quality import (
 from analytical import bronze_clicks
 from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.tables import Table
-from analytical.writes import Prune, Txn, append, insert_new, new_rows, same_keys, version_before
+from analytical.writes import Prune, Txn, append, new_rows, version_before
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.parsing import EVENT_COLUMNS, invalid_clicks, parse_clicks, valid_clicks
@@ -140,11 +142,6 @@ def written_parts(parsed: DataFrame) -> DataFrame:
                          *(F.when(invalid, F.col(raw)).alias(raw) for raw in ("key", "value")))
 
 
-#: A Kafka record's coordinates: the quarantine holds each record once.
-RECORD = ("topic", "partition", "offset")
-SAME_RECORD = same_keys(RECORD)
-
-
 def parsed(records: DataFrame, config: Config) -> DataFrame:
     """Bronze rows parsed (shared.parsing) and checked against silver's expectations."""
     return records.transform(parse_clicks, config.quality, KAFKA_TIMESTAMP).transform(with_silver_expectations, config)
@@ -179,9 +176,11 @@ def new_events(rows: DataFrame, clicks_path: str, watermark: timedelta, txn: Txn
 def write_batch(rows: DataFrame, new: DataFrame, clicks_path: str, quarantine_path: str, watermark: timedelta,
                 txn: Txn) -> None:
     """A micro-batch of parsed rows into both tables, safe to replay: its `new_events` to silver/clicks
-    once per `txn`, its invalid records to the quarantine unless there."""
+    and its invalid records, if any, to the quarantine, each once per `txn`."""
     append(new, clicks_path, _prune(watermark), txn)
-    insert_new(rows.transform(quarantined), quarantine_path, RECORD, SAME_RECORD, Prune("offset", "offset"))
+    invalid = rows.transform(quarantined)
+    if not invalid.isEmpty():  # no commit for a batch without one
+        append(invalid, quarantine_path, Prune("offset", "offset"), txn)
 
 
 TABLE = Table(

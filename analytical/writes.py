@@ -1,7 +1,8 @@
-"""The two ways the medallion's layers write their tables, so that a micro-batch replayed after a
-failure cannot add a row twice (silver and gold are written from `foreachBatch`):
-  - `insert_new` (silver clicks and quarantine): appends only the rows the table does not hold yet,
-    found by their keys' hash without shuffling the table's rows;
+"""The ways the medallion's layers write their tables, so that a micro-batch replayed after a failure
+cannot add a row twice (every layer is written from `foreachBatch`):
+  - `append` with a `Txn` (bronze, silver clicks, the quarantine): once per batch; silver's rows are
+    those `new_rows` finds the table does not hold yet, by their keys' hash without shuffling the
+    table's rows;
   - `upsert` (gold): replaces the rows of the minutes the batch changed with absolute values, so
     writing the same batch twice changes nothing.
 Each write carries a literal range on the target (`Prune`), so Delta reads only the files whose
@@ -51,42 +52,32 @@ class Prune:
         return f"{column} BETWEEN {lower} AND {upper}"
 
 
-#: Rows per file that `insert_new` and `upsert` write, each task's rows sorted by the range's column:
+#: Rows per file that `append` and `upsert` write, each task's rows sorted by the range's column:
 #: each file then holds a narrow range, a small part of a backfill's history. Sorted within the
 #: tasks, not across them: a global sort samples its input first, which recomputes silver's
 #: de-duplication.
 FILE_ROWS = 100_000
 
 
-def insert_new(batch: DataFrame, path: str, keys: tuple[str, ...], match: str, prune: Prune,
-               bounds_from: DataFrame | None = None) -> None:
-    """Append the rows of `batch` that `match` (SQL on s = batch, t = table) finds no row for in
-    `prune`'s range. `match` requires the `keys` columns equal and may compare only them and
-    `prune`'s target column.
+def new_rows(batch: DataFrame, table: DataFrame, keys: tuple[str, ...], match: str, prune: Prune,
+             bounds_from: DataFrame | None = None) -> DataFrame | None:
+    """The rows of `batch` that `match` (SQL on s = batch, t = table) finds no row of `table` for in
+    `prune`'s range, in the table's columns; None when the batch is empty. `match` requires the `keys`
+    columns equal and may compare only them and `prune`'s target column. A pure function of the batch
+    and the table's version: pass the version from before the batch's own write, and evaluating it
+    again after that write gives the same rows.
 
     An insert-only MERGE would shuffle every row of the range to join it with the batch: silver's
     range is the watermark's ten minutes of events, 12 million rows at 20,000 events/s, for each
     micro-batch. Instead the range is first narrowed to the rows whose keys' hash the batch holds,
     streamed past the batch's hashes broadcast to every task, and `match` runs against those few
-    (analytical/README.md, "Silver's writes without a MERGE"). The append commits alone: only the
-    table's own stream writes it (its checkpoint's lock), and a replayed batch finds its rows.
+    (analytical/README.md, "Silver's writes without a MERGE").
 
     `bounds_from`: a cheaper frame with the same range on the prune column and every key of `batch`
     (e.g. `batch` before a de-duplication), so that neither evaluates `batch` once more.
 
-        insert_new(events, path, ("eventId",), "t.eventId = s.eventId", Prune("eventTime", "eventTime", "1 hour"))
+        new_rows(events, silver, ("eventId",), "t.eventId = s.eventId", Prune("eventTime", "eventTime", "1 hour"))
     """
-    new = new_rows(batch, batch.sparkSession.read.format("delta").load(path), keys, match, prune, bounds_from)
-    if new is not None:
-        _write(new, path, prune)
-
-
-def new_rows(batch: DataFrame, table: DataFrame, keys: tuple[str, ...], match: str, prune: Prune,
-             bounds_from: DataFrame | None = None) -> DataFrame | None:
-    """The rows of `batch` that `match` finds no row of `table` for (`insert_new`, whose arguments these
-    are), in the table's columns; None when the batch is empty. A pure function of the batch and the
-    table's version: pass the version from before the batch's own write, and evaluating it again after
-    that write gives the same rows."""
     source = batch if bounds_from is None else bounds_from
     bounds = prune.condition(source)
     if bounds is None:
@@ -275,7 +266,7 @@ def _cells(batch: DataFrame, prune: Prune) -> str | None:
                        for start, end in ranges) or None
 
 
-#: The hash of a row's keys, a column `insert_new` adds for its semi-join.
+#: The hash of a row's keys, a column `new_rows` adds for its semi-join.
 _KEY_HASH = "_keyHash"
 
 

@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from analytical.gold_page_clicks_5s import page_clicks_5s
 from analytical import writes
 from analytical.tables import create_if_missing
-from analytical.writes import Prune, insert_new, upsert
+from analytical.writes import Prune, new_rows, upsert
 from operational.hot_pages import hot_page_alerts
 from shared.rule import same_event
 from tests.conftest import make_config
@@ -75,7 +75,14 @@ def test_the_pruning_range_spans_the_batch_with_its_margin_and_is_none_when_empt
     assert Prune("offset", "id").condition(spark.createDataFrame([(7,), (3,)], "id long")) == "t.`offset` BETWEEN 3 AND 7"
 
 
-def test_insert_new_adds_only_unseen_rows_so_a_replayed_batch_adds_nothing(spark, tmp_path):
+def insert_new(batch, path: str, keys: tuple[str, ...], match: str, prune: Prune) -> None:
+    """Append what `new_rows` finds `batch` adds to the table at `path`, as silver's writes do."""
+    new = new_rows(batch, batch.sparkSession.read.format("delta").load(path), keys, match, prune)
+    if new is not None:
+        new.write.format("delta").mode("append").save(path)
+
+
+def test_new_rows_are_only_unseen_rows_so_a_replayed_batch_adds_nothing(spark, tmp_path):
     path = str(tmp_path / "silver")
     create_if_missing(spark, path, spark.createDataFrame([], EVENTS_SCHEMA).schema)
     prune = Prune("eventTime", "eventTime", margin="10 minutes")
@@ -92,7 +99,7 @@ def test_insert_new_adds_only_unseen_rows_so_a_replayed_batch_adds_nothing(spark
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == history
 
 
-def test_insert_new_appends_a_reused_key_that_match_tells_apart_and_keeps_rows_out_of_the_range(spark, tmp_path):
+def test_new_rows_hold_a_reused_key_that_match_tells_apart_and_keep_rows_out_of_the_range(spark, tmp_path):
     """Rows sharing a key hash with the batch are only candidates: `match` decides, within the range."""
     path = str(tmp_path / "silver")
     create_if_missing(spark, path, spark.createDataFrame([], EVENTS_SCHEMA).schema)
