@@ -32,6 +32,15 @@ def jvm_memory_mb(spark: Any) -> dict[str, float]:
         ("non_heap_committed", non_heap.getCommitted()))}
 
 
+def generated_classes_compiled(spark: Any) -> int:
+    """How many classes Spark's code generation has compiled in the session's JVM so far: each is a
+    miss of its JVM-wide cache (`spark.sql.codegen.cache.maxEntries`), Janino's work on the driver, then
+    the JIT's. The benchmarks count them per query. Spark reports them only as a metrics source,
+    which this project does not register."""
+    metrics = spark.sparkContext._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    return int(metrics.METRIC_COMPILATION_TIME().getCount())
+
+
 def hadoop_file_system(spark: Any, path: str) -> tuple[Any, Any]:
     """Hadoop's FileSystem for `path` and the Hadoop Path, with the session's Hadoop configuration:
     checkpoint folders and a rebuild's table moves on whatever storage the session reaches (S3A

@@ -52,8 +52,8 @@ BLOCKS_START = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 def run_backfill(settings: list[str], from_bronze: bool = False) -> dict[str, Any]:
     """One backfill, query by query as `pipeline.backfill` runs them, with the CPU seconds its JVM
-    spent on each (all its threads: tasks, JIT, GC). `from_bronze`: the streams a rebuild runs instead,
-    from bronze into `storage.root/_from_bronze`."""
+    spent on each (all its threads: tasks, JIT, GC) and the classes Spark generated and compiled for
+    it. `from_bronze`: the streams a rebuild runs instead, from bronze into `storage.root/_from_bronze`."""
     from analytical import pipeline
     from analytical.registry import STREAMS, rebuilt
     from shared.spark import spark_session
@@ -66,10 +66,11 @@ def run_backfill(settings: list[str], from_bronze: bool = False) -> dict[str, An
     roots = {"source_root": config.storage.root, "target_root": config.path("_from_bronze")} if from_bronze else {}
     with jvm_memory_peaks(spark) as peaks:
         for stream in (rebuilt() if from_bronze else STREAMS):
-            cpu_before = cpu_seconds(jvm_pid)
+            cpu_before, compiled_before = cpu_seconds(jvm_pid), spark_internals.generated_classes_compiled(spark)
             [run] = pipeline.backfill(spark, config, report=_progress, streams=[stream], **roots)
             layers.append({**run.as_dict(), "durations_ms": run.durations_ms,
-                           "cpu_s": round(cpu_seconds(jvm_pid) - cpu_before, 2)})
+                           "cpu_s": round(cpu_seconds(jvm_pid) - cpu_before, 2),
+                           "generated_classes": spark_internals.generated_classes_compiled(spark) - compiled_before})
     return {
         "seconds": round(time.monotonic() - started, 3),
         "layers": layers,
@@ -241,6 +242,7 @@ def _breakdown(run: dict[str, Any]) -> dict[str, dict[str, float]]:
         spark_ms = layer["durations_ms"]
         in_batches = spark_ms.get("triggerExecution", 0) / 1000
         parts[layer["query"]] = {"seconds": layer["seconds"], "cpu_s": layer["cpu_s"], "batches": layer["batches"],
+                                 "generated_classes": layer["generated_classes"],
                                  "start_and_stop_s": round(layer["seconds"] - in_batches, 3),
                                  **{f"{part}_s": round(ms / 1000, 3) for part, ms in sorted(spark_ms.items())
                                     if part != "triggerExecution"}}

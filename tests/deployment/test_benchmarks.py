@@ -140,8 +140,8 @@ def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
     assert report["from_bronze"]["layers"][0]["rows"] == 1000, "from bronze: the 2x history's every record"
     layers = [*where["medallion"].values(), *where["from_bronze"].values()]
     assert all(0 <= layer["start_and_stop_s"] < layer["seconds"] and layer["addBatch_s"] > 0 for layer in layers)
-    # the JVM's CPU over each query: a Spark query runs its tasks
-    assert all(layer["cpu_s"] > 0 for layer in layers), layers
+    # the JVM's CPU over each query: a Spark query runs its tasks, from classes generated for its plans
+    assert all(layer["cpu_s"] > 0 and layer["generated_classes"] > 0 for layer in layers), layers
     per_event = report["summary"]["cpu_us_per_event"]
     assert min(per_event["bronze_to_gold"], per_event["kafka_to_gold"], per_event["floor"]) > 0, per_event
     summary = report["summary"]  # the heap sampled while the backfills ran: what it held is resident memory

@@ -117,11 +117,11 @@ def test_real_time_latency_is_measured_after_the_starts_first_two_batch_ends():
 def test_a_backfills_layer_time_splits_into_sparks_parts_and_its_start_and_stop():
     from lakehouse.bench.analytical import _breakdown
 
-    silver = {"query": "silver_clicks", "seconds": 20.0, "cpu_s": 31.5, "batches": 2,
+    silver = {"query": "silver_clicks", "seconds": 20.0, "cpu_s": 31.5, "batches": 2, "generated_classes": 180,
               "durations_ms": {"triggerExecution": 14_500, "addBatch": 12_000, "queryPlanning": 900, "walCommit": 300}}
     parts = _breakdown({"layers": [silver]})["silver_clicks"]
 
-    assert parts == {"seconds": 20.0, "cpu_s": 31.5, "batches": 2, "start_and_stop_s": 5.5, "addBatch_s": 12.0,
+    assert parts == {"seconds": 20.0, "cpu_s": 31.5, "batches": 2, "generated_classes": 180, "start_and_stop_s": 5.5, "addBatch_s": 12.0,
                      "queryPlanning_s": 0.9, "walCommit_s": 0.3}
 
 
