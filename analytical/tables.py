@@ -165,7 +165,8 @@ CHANGE_FEED = "delta.enableChangeDataFeed"
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
                       stats_columns: tuple[str, ...] = (), properties: dict[str, str] | None = None) -> None:
     """Create an empty Delta table at `path` with `schema` unless one is there (the streams' writes need one);
-    give an existing one any of `properties` it lacks (a table made before one was declared).
+    give an existing one any of `properties` and columns it lacks (a table made before they were declared:
+    silver/clicks before `eventType`), each added column null in the rows already there.
 
     `stats_columns`: the only columns Delta keeps min/max statistics for, those that readers and
     writes filter on. By default it keeps them for the first 32 columns, and computing them for
@@ -186,11 +187,24 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
     table = builder.execute()
+    _add_missing_columns(spark, path, schema, table.toDF().schema)
     missing = {key: value for key, value in (properties or {}).items()
                if table.detail().first()["properties"].get(key) != value}
     if missing:
         settings = ", ".join(f"'{key}' = '{value}'" for key, value in missing.items())
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})")
+
+
+def _add_missing_columns(spark: SparkSession, path: str, declared: StructType, held: StructType) -> None:
+    """ALTER TABLE ADD COLUMNS for each declared column the table lacks, in its declared place."""
+    present = set(held.fieldNames())
+    previous = None
+    for field in declared.fields:
+        if field.name not in present:
+            place = f"AFTER `{previous}`" if previous else "FIRST"
+            spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS (`{field.name}` {field.dataType.simpleString()} {place})")
+            present.add(field.name)
+        previous = field.name
 
 
 def _clear_log_without_commit(spark: SparkSession, path: str) -> None:

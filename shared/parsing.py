@@ -13,11 +13,12 @@ What "one valid record" means is the events contract (CONTRACT.md, "Events"), st
   The array's second element is that hash only when nothing but whitespace came after the first
   value; to forge it, a record would have to contain its own SHA-256.
 - `eventId` and `pageId` are JSON strings or numbers (a number is read as its text), `eventTime` is
-  a JSON string, `userId` is absent, null, a string or a number. Any other JSON type is `wrong_type`
-  (without this, `true` or an array became the page `"true"` and raised an alert).
+  a JSON string, `userId` is absent, null, a string or a number, `eventType` absent, null or a string
+  (absent, null or blank: `page_view`). Any other JSON type is `wrong_type` (without this, `true` or an
+  array became the page `"true"` and raised an alert).
 - Most records are written by a serializer in one shape: `{"eventId":"…","pageId":"…","eventTime":"…"}`,
-  maybe with `,"userId":"…"` before the brace, compact, strings without escapes or control
-  characters. Such a record is exactly one JSON object whose four fields are the quoted texts, so
+  maybe with `,"userId":"…"` and then `,"eventType":"…"` before the brace, compact, strings without
+  escapes or control characters. Such a record is exactly one JSON object whose fields are the quoted texts, so
   `CANONICAL` (one regular expression) recognises it and one split reads its fields; only the
   other records pay for the JSON parser, the hash and the type checks (parsing was most of the
   fast path's CPU before: operational/README.md). Both lanes
@@ -36,7 +37,8 @@ from typing import Protocol
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
-from shared.schema import EVENT_SCHEMA, EVENT_TIME_PATTERN, JSON_WHITESPACE, JSON_WHITESPACE_CLASS, MAX_PAGE_ID_LENGTH, InvalidReason
+from shared.schema import (EVENT_SCHEMA, EVENT_TIME_PATTERN, JSON_WHITESPACE, JSON_WHITESPACE_CLASS, MAX_EVENT_TYPE_LENGTH,
+                           MAX_PAGE_ID_LENGTH, EventType, InvalidReason)
 
 EVENT_COLUMNS = EVENT_SCHEMA.fieldNames()
 #: Default name of the observed metrics `parse_clicks` adds: records read, invalid records, and one
@@ -50,9 +52,12 @@ PARSE_REASONS = [reason for reason in InvalidReason if reason is not InvalidReas
 #: The serializer's shape: a string without quotes, backslashes or control characters, per field.
 _TEXT = r'[^"\\\x00-\x1f]*'
 CANONICAL = (r'^\{"eventId":"' + _TEXT + r'","pageId":"' + _TEXT + r'","eventTime":"' + _TEXT + r'"'
-             r'(,"userId":"' + _TEXT + r'")?\}\z')
-#: Where the fields are in a canonical record split at its quotes: {"eventId":"A","pageId":"B",...
-_CANONICAL_PARTS = {"eventId": 4, "pageId": 8, "eventTime": 12, "userId": 16}  # element_at is 1-based
+             r'(,"userId":"' + _TEXT + r'")?(,"eventType":"' + _TEXT + r'")?\}\z')
+#: Where the fields are in a canonical record split at its quotes: {"eventId":"A","pageId":"B",...;
+#: an optional field's name and value at either of the last two places.
+_CANONICAL_PARTS = {"eventId": 4, "pageId": 8, "eventTime": 12}  # element_at is 1-based
+_OPTIONAL_PARTS = (16, 20)
+_FIELDS = ("eventId", "pageId", "eventTime", "userId", "eventType")
 
 #: What `schema_of_variant` calls a JSON number.
 _NUMBER_TYPES = r"^(TINYINT|SMALLINT|INT|BIGINT|FLOAT|DOUBLE|DECIMAL\(\d+,\d+\))$"
@@ -67,7 +72,7 @@ class EventTimeBounds(Protocol):
 
 def parse_clicks(records: DataFrame, quality: EventTimeBounds, kafka_timestamp: str = KAFKA_TIMESTAMP,
                  metrics_name: str = PARSE_METRICS) -> DataFrame:
-    """Add eventId, pageId, eventTime (timestamp), userId and invalidReason (null when valid).
+    """Add eventId, pageId, eventTime (timestamp), userId, eventType and invalidReason (null when valid).
 
     `records` needs a binary `value` column and the Kafka timestamp `kafka_timestamp`; its other
     columns are kept as they are. Unknown fields are ignored.
@@ -79,7 +84,6 @@ def parse_clicks(records: DataFrame, quality: EventTimeBounds, kafka_timestamp: 
     """
     # The sentinel is hashed from the bytes, not the text: a cast of non-UTF-8 bytes is lossy.
     wrapped = F.concat(F.lit("["), F.col("_text"), F.lit(',"'), F.col("_sha"), F.lit('"]'))
-    fields = ["eventId", "pageId", "eventTime", "userId"]
     canonical = F.col("_canonical")
     parsed = (
         records.withColumn("_text", F.col("value").cast("string"))
@@ -90,16 +94,15 @@ def parse_clicks(records: DataFrame, quality: EventTimeBounds, kafka_timestamp: 
         .withColumn("_doc", F.when(~canonical, F.try_parse_json(wrapped)))
         .withColumn("_oneValue", canonical | (F.try_variant_get("_doc", "$[1]", "string") == F.col("_sha")))
     )
-    for name in fields:
-        from_parts = F.element_at(F.col("_parts"), _CANONICAL_PARTS[name]) if name != "userId" else \
-            F.when(F.size("_parts") > _CANONICAL_PARTS[name], F.element_at(F.col("_parts"), _CANONICAL_PARTS[name]))
+    for name in _FIELDS:
+        from_parts = _canonical_field(name)
         parsed = (
             parsed.withColumn(f"_{name}Type", F.when(canonical, F.when(from_parts.isNotNull(), F.lit("STRING")))
                               .otherwise(F.schema_of_variant(F.variant_get("_doc", f"$[0].{name}", "variant"))))
             .withColumn(f"_{name}", F.when(canonical, from_parts)
                         .otherwise(F.try_variant_get("_doc", f"$[0].{name}", "string")))
         )
-    for name in fields:  # columns of their own: the reason's expression stays small enough to be JIT-compiled
+    for name in _FIELDS:  # columns of their own: the reason's expression stays small enough to be JIT-compiled
         parsed = parsed.withColumn(f"_{name}Kind", _json_type(name))
     parsed = parsed.withColumn("_instant", F.try_to_timestamp(F.col("_eventTime")))
     reason = F.col("invalidReason")
@@ -109,8 +112,10 @@ def parse_clicks(records: DataFrame, quality: EventTimeBounds, kafka_timestamp: 
         .withColumn("pageId", _valid_only(F.col("_pageId")))
         .withColumn("eventTime", _valid_only(F.col("_instant")))
         .withColumn("userId", _valid_only(F.col("_userId")))
+        .withColumn("eventType", _valid_only(F.when(_blank("eventType"), F.lit(EventType.PAGE_VIEW.value))
+                                             .otherwise(F.col("_eventType"))))
         .drop("_text", "_canonical", "_parts", "_sha", "_doc", "_oneValue", "_instant",
-              *(f"_{name}{part}" for name in fields for part in ("", "Type", "Kind")))
+              *(f"_{name}{part}" for name in _FIELDS for part in ("", "Type", "Kind")))
         .observe(metrics_name, F.count(F.lit(1)).alias("records"), F.count(reason).alias("invalid"),
                  *(F.count_if(reason == why.value).alias(why.value) for why in PARSE_REASONS))
     )
@@ -124,6 +129,19 @@ def valid_clicks(parsed: DataFrame) -> DataFrame:
 def invalid_clicks(parsed: DataFrame) -> DataFrame:
     """The invalid records of `parse_clicks`' output, event columns dropped (they are null)."""
     return parsed.where(F.col("invalidReason").isNotNull()).drop(*EVENT_COLUMNS)
+
+
+def _canonical_field(name: str) -> Column:
+    """A field's text in a canonical record (null when it has no such field), from its split at quotes."""
+    parts = F.col("_parts")
+    if name in _CANONICAL_PARTS:
+        return F.element_at(parts, _CANONICAL_PARTS[name])
+    value = None
+    for at in _OPTIONAL_PARTS:  # the name is two places before the value
+        named = F.try_element_at(parts, F.lit(at - 2)) == F.lit(name)
+        value = F.when(named, F.try_element_at(parts, F.lit(at))) if value is None else \
+            value.when(named, F.try_element_at(parts, F.lit(at)))
+    return value
 
 
 def _valid_only(value: Column) -> Column:
@@ -155,6 +173,11 @@ def _empty(field: str) -> Column:
     return (_kind(field) == "string") & (F.btrim(F.col(f"_{field}"), F.lit(JSON_WHITESPACE)) == "")
 
 
+def _blank(field: str) -> Column:
+    """Absent, null, or a string of nothing but whitespace."""
+    return _absent(field) | _empty(field)
+
+
 def _invalid_reason(quality: EventTimeBounds, kafka_timestamp: str) -> Column:
     """The first rule a record breaks, as an InvalidReason value; null when it breaks none."""
     event_time, instant = F.col("_eventTime"), F.col("_instant")
@@ -171,10 +194,12 @@ def _invalid_reason(quality: EventTimeBounds, kafka_timestamp: str) -> Column:
         (_absent("eventTime"), InvalidReason.MISSING_EVENT_TIME),
         (
             ~_kind("eventId").isin("string", "number") | ~_kind("pageId").isin("string", "number")
-            | (_kind("eventTime") != "string") | (_kind("userId") == "other"),
+            | (_kind("eventTime") != "string") | (_kind("userId") == "other")
+            | _kind("eventType").isin("number", "other"),
             InvalidReason.WRONG_TYPE,
         ),
         (F.char_length(F.col("_pageId")) > MAX_PAGE_ID_LENGTH, InvalidReason.PAGE_ID_TOO_LONG),
+        (F.char_length(F.col("_eventType")) > MAX_EVENT_TYPE_LENGTH, InvalidReason.EVENT_TYPE_TOO_LONG),
         (~event_time.rlike(EVENT_TIME_PATTERN) | instant.isNull(), InvalidReason.BAD_EVENT_TIME),
         (
             (instant < F.lit(quality.earliest_event_time))

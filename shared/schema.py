@@ -10,6 +10,8 @@ from enum import Enum
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 MAX_PAGE_ID_LENGTH = 256
+#: The longest eventType a valid event may carry, in characters.
+MAX_EVENT_TYPE_LENGTH = 64
 #: The only characters allowed around the JSON object of a record (RFC 8259's whitespace); also
 #: what an "empty" eventId or pageId may consist of.
 JSON_WHITESPACE = " \t\n\r"
@@ -23,8 +25,17 @@ EVENT_SCHEMA = StructType(
         StructField("pageId", StringType(), nullable=False),
         StructField("eventTime", TimestampType(), nullable=False),
         StructField("userId", StringType()),
+        StructField("eventType", StringType(), nullable=False),
     ]
 )
+
+
+class EventType(str, Enum):
+    """The event types the lakehouse gives a meaning to (sessions, conversion); any other is kept as given."""
+
+    PAGE_VIEW = "page_view"  # also what an event without an eventType (absent, null or blank) is
+    ADD_TO_CART = "add_to_cart"
+    PURCHASE = "purchase"
 
 #: An ISO-8601 instant: date 'T' time, optional fraction, then 'Z' or a +hh:mm / -hh:mm offset.
 #: A Java regex: `\z` is the very end (`$` would also match before a final line feed, which
@@ -45,9 +56,10 @@ class InvalidReason(str, Enum):
     EMPTY_PAGE_ID = "empty_page_id"
     MISSING_EVENT_TIME = "missing_event_time"
     #: eventId or pageId not a string or number, eventTime not a string, userId not absent, null,
-    #: a string or a number (a boolean, an array, an object)
+    #: a string or a number (a boolean, an array, an object), eventType not absent, null or a string
     WRONG_TYPE = "wrong_type"
     PAGE_ID_TOO_LONG = "page_id_too_long"  # more than MAX_PAGE_ID_LENGTH characters
+    EVENT_TYPE_TOO_LONG = "event_type_too_long"  # more than MAX_EVENT_TYPE_LENGTH characters
     BAD_EVENT_TIME = "bad_event_time"  # empty, not ISO-8601 with a zone, or not a real instant
     #: before quality.earliest_event_time, or more than quality.max_clock_skew after the Kafka timestamp
     EVENT_TIME_OUT_OF_RANGE = "event_time_out_of_range"

@@ -119,7 +119,7 @@ def expected_reason(value: bytes | None, kafka_timestamp_micros: int, bounds: Bo
         return "not_json"
     if not isinstance(document, dict):
         return "not_object"
-    kinds = {field: _kind(document, field) for field in ("eventId", "pageId", "eventTime", "userId")}
+    kinds = {field: _kind(document, field) for field in ("eventId", "pageId", "eventTime", "userId", "eventType")}
     for field, missing, empty in (("eventId", "missing_event_id", "empty_event_id"),
                                   ("pageId", "missing_page_id", "empty_page_id")):
         if kinds[field] == "absent":
@@ -129,16 +129,25 @@ def expected_reason(value: bytes | None, kafka_timestamp_micros: int, bounds: Bo
     if kinds["eventTime"] == "absent":
         return "missing_event_time"
     if (kinds["eventId"] not in ("string", "number") or kinds["pageId"] not in ("string", "number")
-            or kinds["eventTime"] != "string" or kinds["userId"] == "other"):
+            or kinds["eventTime"] != "string" or kinds["userId"] == "other"
+            or kinds["eventType"] not in ("absent", "string")):
         return "wrong_type"
     if len(_as_text(document["pageId"])) > 256:
         return "page_id_too_long"
+    if kinds["eventType"] == "string" and len(document["eventType"]) > 64:
+        return "event_type_too_long"
     instant = event_time_micros(document["eventTime"])
     if instant is None:
         return "bad_event_time"
     if instant < bounds.earliest_micros or instant - kafka_timestamp_micros > bounds.max_skew_micros:
         return "event_time_out_of_range"
     return None
+
+
+def event_type(document: dict) -> str:
+    """A valid event's type (CONTRACT.md, "Events"): as given, or `page_view` when absent, null or blank."""
+    given = document.get("eventType")
+    return given if isinstance(given, str) and given.strip(JSON_WHITESPACE) else "page_view"
 
 
 def highest_alert(count: int, threshold: int, real_time: bool) -> int | None:

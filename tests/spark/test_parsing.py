@@ -85,6 +85,18 @@ CASES = [
     ("missing eventId wins over bad time", event(eventId=None, eventTime='"x"'), "missing_event_id"),
     ("missing pageId wins over a wrong type", event(eventId="true", pageId=None), "missing_page_id"),
     ("a wrong type wins over a long pageId", event(pageId='"' + "p" * 300 + '"', userId="[]"), "wrong_type"),
+    ("eventType purchase", event(eventType='"purchase"'), None),
+    ("eventType null", event(eventType="null"), None),
+    ("eventType as a number", event(eventType="1"), "wrong_type"),
+    ("eventType as true", event(eventType="true"), "wrong_type"),
+    ("eventType as an array", event(eventType='["purchase"]'), "wrong_type"),
+    ("eventType of 65 characters", event(eventType='"' + "t" * 65 + '"'), "event_type_too_long"),
+    ("eventType of 64 characters", event(eventType='"' + "t" * 64 + '"'), None),
+    ("canonical eventType of 65 characters", GOOD[:-1] + b',"eventType":"' + b"t" * 65 + b'"}', "event_type_too_long"),
+    ("a long pageId wins over a long eventType", event(pageId='"' + "p" * 257 + '"', eventType='"' + "t" * 65 + '"'),
+     "page_id_too_long"),
+    ("a long eventType wins over a bad time", event(eventType='"' + "t" * 65 + '"', eventTime='"x"'),
+     "event_type_too_long"),
 ]
 
 
@@ -121,21 +133,57 @@ def test_a_bronze_row_is_bounded_by_its_kafkaTimestamp_column(spark):
 def test_valid_events_are_typed_and_times_are_instants(spark):
     records = spark.createDataFrame(
         [
-            (event(eventTime='"2026-11-22T11:00:01.250+01:00"', userId='"u7"'), 3, 42, APPENDED),
+            (event(eventTime='"2026-11-22T11:00:01.250+01:00"', userId='"u7"', eventType='"purchase"'), 3, 42, APPENDED),
             (event(eventId='"e2"', eventTime='"2026-11-22T10:00:01.250Z"', userId="7"), 3, 43, APPENDED),
         ],
         "value binary, partition int, offset long, timestamp timestamp",
     )
     instant = datetime(2026, 11, 22, 10, 0, 1, 250_000, tzinfo=timezone.utc).replace(tzinfo=None)
     expected = spark.createDataFrame(
-        [("e1", "/home", instant, "u7", 3, 42, APPENDED), ("e2", "/home", instant, "7", 3, 43, APPENDED)],
-        "eventId string, pageId string, eventTime timestamp, userId string, partition int, offset long, "
+        [("e1", "/home", instant, "u7", "purchase", 3, 42, APPENDED),
+         ("e2", "/home", instant, "7", "page_view", 3, 43, APPENDED)],
+        "eventId string, pageId string, eventTime timestamp, userId string, eventType string, partition int, offset long, "
         "timestamp timestamp",
     )
 
     actual = records.transform(parse_clicks, QUALITY).transform(valid_clicks).drop("value")
 
     assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True, ignore_column_order=True)
+
+
+#: The serializer's shape (the parsing's canonical lane) and the same fields in another order (its JSON lane).
+EVENT_TYPES = [
+    ("canonical without", b'{"eventId":"c1","pageId":"/p","eventTime":"2026-11-22T10:00:01Z"}', None, "page_view"),
+    ("canonical with userId", b'{"eventId":"c2","pageId":"/p","eventTime":"2026-11-22T10:00:01Z","userId":"u"}',
+     "u", "page_view"),
+    ("canonical with both", b'{"eventId":"c3","pageId":"/p","eventTime":"2026-11-22T10:00:01Z","userId":"u",'
+     b'"eventType":"purchase"}', "u", "purchase"),
+    ("canonical with eventType only", b'{"eventId":"c4","pageId":"/p","eventTime":"2026-11-22T10:00:01Z",'
+     b'"eventType":"add_to_cart"}', None, "add_to_cart"),
+    ("canonical, an unknown type kept", b'{"eventId":"c5","pageId":"/p","eventTime":"2026-11-22T10:00:01Z",'
+     b'"eventType":"wishlist"}', None, "wishlist"),
+    ("canonical, a blank type", b'{"eventId":"c6","pageId":"/p","eventTime":"2026-11-22T10:00:01Z",'
+     b'"eventType":" "}', None, "page_view"),
+    ("another order", b'{"eventType":"purchase","userId":"u","eventTime":"2026-11-22T10:00:01Z","pageId":"/p",'
+     b'"eventId":"j1"}', "u", "purchase"),
+    ("a type with spaces kept as given", b'{"eventType":" Purchase ","eventId":"j2","pageId":"/p",'
+     b'"eventTime":"2026-11-22T10:00:01Z"}', None, " Purchase "),
+    ("a null type", b'{"eventType":null,"eventId":"j3","pageId":"/p","eventTime":"2026-11-22T10:00:01Z"}',
+     None, "page_view"),
+    ("userId named like the type's place", b'{"eventId":"c7","pageId":"/p","eventTime":"2026-11-22T10:00:01Z",'
+     b'"userId":"eventType"}', "eventType", "page_view"),
+]
+
+
+def test_event_types_are_read_in_either_lane_and_default_to_page_view(spark):
+    expected = spark.createDataFrame([(name, user, kind) for name, _, user, kind in EVENT_TYPES],
+                                     "case string, userId string, eventType string")
+    records = spark.createDataFrame([(name, value, APPENDED) for name, value, _, _ in EVENT_TYPES],
+                                    "case string, value binary, timestamp timestamp")
+
+    actual = records.transform(parse_clicks, QUALITY).transform(valid_clicks).select("case", "userId", "eventType")
+
+    assert_df_equality(actual, expected, ignore_row_order=True, ignore_nullable=True)
 
 
 def test_split_keeps_kafka_columns_and_loses_no_record(spark):

@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from shared.parsing import PARSE_REASONS, parse_clicks
 from tests.conftest import make_config
-from tests.contract_oracle import Bounds, event_time_micros, expected_reason
+from tests.contract_oracle import Bounds, event_time_micros, event_type, expected_reason
 
 BYTES_EXAMPLES = 1500
 DOCUMENT_EXAMPLES = 2500
@@ -35,7 +35,7 @@ BASE = datetime(2026, 11, 22, 10, 0, tzinfo=timezone.utc)
 BASE_MICROS = int(BASE.timestamp()) * 1_000_000
 HOUR_MICROS = 3_600_000_000
 
-FIELDS = ["eventId", "pageId", "eventTime", "userId"]
+FIELDS = ["eventId", "pageId", "eventTime", "userId", "eventType"]
 WHITESPACE = st.text(alphabet=" \t\n\r", max_size=3)
 NOT_JSON_WHITESPACE = st.sampled_from(["\x0b", "\x0c", "\u00a0", "\ufeff", "\u2028", "\x00"])
 TRAILING = st.sampled_from([" {}", ',{"eventId":"x"}', "]", "}", "\x00", "x", '"', " null", ',"0"]', "//", "\r\n\t"])
@@ -97,6 +97,10 @@ field_values = {
     "pageId": page_ids,
     "eventTime": mostly(event_times(), json_values),
     "userId": mostly(st.one_of(st.none(), st.text(max_size=8), st.integers()), json_values),
+    # MAX_EVENT_TYPE_LENGTH 64, at the limit and beyond it, as often as a wrong type
+    "eventType": mostly(st.one_of(st.none(), st.text(max_size=8), st.sampled_from(["purchase", "add_to_cart", " "])),
+                        json_values, st.text(alphabet="té", min_size=62, max_size=64),
+                        st.text(alphabet="té", min_size=65, max_size=67)),
 }
 
 
@@ -141,6 +145,8 @@ def serializer_documents(draw) -> bytes:
              ("eventTime", draw(event_times()))]
     if draw(st.booleans()):
         pairs.append(("userId", draw(strings)))
+    if draw(st.booleans()):
+        pairs.append(("eventType", draw(mostly(strings, st.text(alphabet="té", min_size=63, max_size=66)))))
     body = "{" + ",".join(f'"{key}":{quoted(value)}' for key, value in pairs) + "}"
     return (body + (draw(TRAILING) if draw(rarely(10)) else "")).encode("utf-8")
 
@@ -168,7 +174,7 @@ def check_against_the_oracle(spark, records: list[tuple[bytes | None, int]]) -> 
         "record long, value binary, timestamp timestamp",
     )
     rows = (frame.transform(parse_clicks, QUALITY)
-            .select("record", "invalidReason", "eventId", "pageId", "eventTime",
+            .select("record", "invalidReason", "eventId", "pageId", "eventTime", "eventType",
                     F.unix_micros("eventTime").alias("eventMicros"))
             .collect())
 
@@ -185,9 +191,11 @@ def check_against_the_oracle(spark, records: list[tuple[bytes | None, int]]) -> 
                     assert getattr(row, name) == document[name], (records[row.record][0], row)
             # the instant that decides the window: the oracle's reading of the text, offset and all
             assert row.eventMicros == event_time_micros(document["eventTime"]), (records[row.record][0], row)
+            assert row.eventType == event_type(document), (records[row.record][0], row)
             verdicts.update(f"valid {shape}" for shape in ("-05:30", ".123456789") if shape in document["eventTime"])
         else:
-            assert row.invalidReason in documented and (row.eventId, row.pageId, row.eventTime) == (None, None, None)
+            assert row.invalidReason in documented and \
+                (row.eventId, row.pageId, row.eventTime, row.eventType) == (None, None, None, None)
     disagreements = [
         (records[row.record][0], row.invalidReason, expected)
         for row in rows
@@ -222,7 +230,8 @@ def test_generated_documents_get_the_oracle_verdict(spark):
     # The generator reaches every rule, valid events included (a degenerate one would prove little).
     assert set(verdicts) >= {"valid", "not_json", "not_object", "missing_event_id", "empty_event_id",
                              "missing_page_id", "empty_page_id", "missing_event_time", "wrong_type",
-                             "page_id_too_long", "bad_event_time", "event_time_out_of_range"}, verdicts
+                             "page_id_too_long", "event_type_too_long", "bad_event_time",
+                             "event_time_out_of_range"}, verdicts
     print(f"\n{len(records)} generated documents: {dict(verdicts.most_common())}")
 
 
@@ -231,5 +240,6 @@ def test_documents_in_the_serializers_shape_get_the_oracle_verdict_and_their_fie
 
     verdicts = check_against_the_oracle(spark, records)
 
-    assert {"valid", "not_json", "empty_event_id", "page_id_too_long", "bad_event_time"} <= set(verdicts), verdicts
+    assert {"valid", "not_json", "empty_event_id", "page_id_too_long", "event_type_too_long",
+            "bad_event_time"} <= set(verdicts), verdicts
     assert {"valid -05:30", "valid .123456789"} <= set(verdicts), verdicts  # instants the oracle checked

@@ -3,6 +3,8 @@ suites and names derived from each table's path."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
 from pyspark.sql.types import LongType, StringType, StructField, StructType
 from pyspark.testing import assertSchemaEqual
@@ -56,6 +58,25 @@ def test_a_table_whose_creation_was_killed_before_its_first_commit_is_created_by
 
     assert declared.at(str(tmp_path)).exists(spark) and spark.read.format("delta").load(path).schema == declared.schema
     assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").select("version").collect()[0][0] == 0
+
+
+def test_a_table_made_before_a_column_was_declared_gets_it_in_its_place_and_keeps_its_rows(spark, tmp_path):
+    """silver/clicks of a lake written before `eventType`: the next start adds the column after userId;
+    the rows already there read it as null (the sessions read null as page_view)."""
+    declared = silver_clicks.TABLE
+    earlier = StructType([field for field in declared.schema.fields if field.name != "eventType"])
+    path = declared.at(str(tmp_path)).path
+    at = datetime(2026, 11, 22, 10)
+    spark.createDataFrame([("e1", "/a", at, "u1", "clicks", 0, 7, at, at)], earlier) \
+        .write.format("delta").save(path)
+
+    declared.at(str(tmp_path)).create(spark, declared.schema)
+
+    table = spark.read.format("delta").load(path)
+    assert table.columns == declared.schema.fieldNames()
+    assert [(row.eventId, row.userId, row.eventType, row.offset) for row in table.collect()] == [("e1", "u1", None, 7)]
+    declared.at(str(tmp_path)).create(spark, declared.schema)  # a second start adds nothing
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == 2
 
 
 def test_check_validates_the_suite_of_every_registered_table_that_declares_one():
