@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from analytical import bronze_clicks, medallion
-from analytical.registry import STREAMS, check_policies, rebuilt
+from analytical.registry import check_policies, rebuilt, running
 from analytical.tables import delete_path, move_path
 from shared.config import Config
 from shared.durations import spark_interval
@@ -80,7 +80,7 @@ def start(spark: SparkSession, config: Config, stream: Stream, *, available_now:
 
 def starters(spark: SparkSession, config: Config) -> dict[str, Callable[[], StreamingQuery]]:
     """Query name -> a function that starts it continuously: what `supervise` runs."""
-    return {stream.name: _starter(spark, config, stream, available_now=False) for stream in STREAMS}
+    return {stream.name: _starter(spark, config, stream, available_now=False) for stream in running(config)}
 
 
 def run_continuously(spark: SparkSession, config: Config, seconds: float | None, report: Report,
@@ -90,7 +90,7 @@ def run_continuously(spark: SparkSession, config: Config, seconds: float | None,
               status_lines=status_lines)
 
 
-def backfill(spark: SparkSession, config: Config, report: Report, streams: Sequence[Stream] = STREAMS,
+def backfill(spark: SparkSession, config: Config, report: Report, streams: Sequence[Stream] | None = None,
              source_root: str | None = None, target_root: str | None = None,
              stop: StopRequest | None = None) -> list[LayerRun]:
     """Each stream in turn with Trigger.AvailableNow: everything there is now, then stop.
@@ -99,6 +99,7 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
     between its batches (a second stop: at once), and no later stream starts; the next backfill goes
     on from the checkpoints. Each shows its rows read so far as a Progress (instead of supervise's
     status lines)."""
+    streams = running(config) if streams is None else streams
     runs = []
     with StopRequest() if stop is None else nullcontext(stop) as stop:
         for position, stream in enumerate(streams):
@@ -125,7 +126,7 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
 
 
 def rebuild(spark: SparkSession, config: Config, report: Report,
-            streams: tuple[Stream, ...] = STREAMS) -> list[LayerRun]:
+            streams: tuple[Stream, ...] | None = None) -> list[LayerRun]:
     """Recompute silver and gold from bronze, from scratch, with fresh checkpoints.
 
     The medallion's query over bronze (analytical.medallion.REBUILD), then each stream that follows it,
@@ -146,7 +147,7 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
                              "first")
     _refuse_an_unfinished_batch(spark, config)
     delete_path(spark, staging)
-    building = rebuilt(streams)
+    building = rebuilt(running(config) if streams is None else streams)
     runs = []
     with StopRequest() as stop:
         for built, stream in enumerate(building, start=1):

@@ -13,7 +13,7 @@ CONTRIBUTING.md says how to add a table.
 
 from __future__ import annotations
 
-from analytical import gold_page_clicks_hourly, medallion
+from analytical import gold_page_clicks_hourly, gold_user_sessions, medallion
 from analytical.tables import Table
 from shared.config import Config
 from shared.errors import ConfigError
@@ -23,10 +23,16 @@ from shared.stream import Stream
 STREAMS: tuple[Stream, ...] = (
     medallion.STREAM,
     gold_page_clicks_hourly.STREAM,
+    gold_user_sessions.STREAM,
 )
 
 #: Every table, in the order the streams write them.
 TABLES: tuple[Table, ...] = tuple(table for stream in STREAMS for table in stream.writes)
+
+
+def running(config: Config, streams: tuple[Stream, ...] = STREAMS) -> tuple[Stream, ...]:
+    """The streams `config` runs: those it turns off (`sessions.enabled: false`) left out."""
+    return tuple(stream for stream in streams if stream.enabled(config))
 
 
 def rebuilt(streams: tuple[Stream, ...] = STREAMS) -> list[Stream]:

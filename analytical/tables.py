@@ -75,15 +75,17 @@ class Table:
         """Its expectations under `config`, named after the table; None when it has none."""
         return None if self.expectations is None else replace(self.expectations(config), table=self.name)
 
-    def stream(self, writer: Writer) -> Stream:
+    def stream(self, writer: Writer, enabled: Callable[[Config], bool] = lambda config: True) -> Stream:
         """The stream that follows the medallion's query to write this table, named after it:
         `gold/page_clicks_hourly` is written by the query (and checkpoint) `gold_page_clicks_hourly`,
         on the trigger `analytical.triggers.gold`.
 
             STREAM = TABLE.stream(writer)
+
+        `enabled`: whether a configuration runs it (Stream.enabled).
         """
         return Stream(self.key, self.layer, writer, trigger=lambda config: config.analytical.triggers.gold,
-                      lateness=lambda config: config.analytical.watermark, writes=(self,))
+                      lateness=lambda config: config.analytical.watermark, writes=(self,), enabled=enabled)
 
     def at(self, root: str) -> "TableAt":
         """The table under one storage root: a handle that knows its path, reads and creates it.

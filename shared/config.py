@@ -203,6 +203,20 @@ class AnalyticalConfig(KafkaSourceSettings):
     spark_conf: ApplicationConf
 
 
+class SessionsConfig(Section):
+    """gold/user_sessions (analytical.gold_user_sessions): a known user's visit, ended by inactivity."""
+
+    enabled: bool
+    #: A session ends this long after its last event, unless `gap_by_event_type` names that event's type.
+    gap: PositiveDuration
+    #: Per eventType, the inactivity gap after such an event (e.g. {purchase: 5 minutes}).
+    gap_by_event_type: dict[Annotated[str, Field(min_length=1, max_length=64)], PositiveDuration]
+    #: A session is engaged when it lasts longer than this (first to last event), has `engaged_page_views`
+    #: page views or more, or a purchase.
+    engaged_after: Duration
+    engaged_page_views: int = Field(ge=1)
+
+
 ExpectationPolicy = Literal["warn", "drop", "fail"]
 
 
@@ -281,6 +295,7 @@ class Config(Section):
     hot_pages: HotPagesConfig
     operational: OperationalConfig
     analytical: AnalyticalConfig
+    sessions: SessionsConfig
     quality: QualityConfig
     broker: BrokerConfig
     object_store: EmbeddedStoreConfig

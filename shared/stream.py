@@ -46,6 +46,8 @@ class Stream:
     lateness: Callable[[Config], timedelta] = field(compare=False)
     #: The Delta tables it writes, in the order it creates them.
     writes: tuple[Output, ...] = ()
+    #: Whether the configuration runs it (`sessions.enabled`); a stream that is off starts nowhere.
+    enabled: Callable[[Config], bool] = field(default=lambda config: True, compare=False)
 
     def writer_at(self, spark: Any, config: Config, source_root: str, target_root: str) -> Any:
         """Its writer, named, with its checkpoint under `target_root`: all it lacks is a trigger."""

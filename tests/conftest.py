@@ -69,8 +69,10 @@ def free_port() -> int:
 #: clock, so silver's clock-skew expectation is widened to ten years (87600 hours) in tests.
 #: The fast path runs in the mode of the interpreter's runtime: real-time in the fast path's (the
 #: tests in tests/realtime), micro-batch in the medallion's (whose tests start it in-process).
+#: The sessions stream is on only in the tests that are about it (each medallion run would otherwise start one
+#: more stateful query: CONTRIBUTING.md, "What the suite costs").
 TEST_SETTINGS = ("spark.ui_enabled=false", "quality.max_clock_skew=87600 hours",
-                 f"operational.mode={'real-time' if real_time_available() else 'micro-batch'}")
+                 f"operational.mode={'real-time' if real_time_available() else 'micro-batch'}", "sessions.enabled=false")
 
 
 #: What the commands a test starts add to their Spark JVMs (drivers, and a cluster's executors): C1's

@@ -55,7 +55,7 @@ def run_backfill(settings: list[str], from_bronze: bool = False) -> dict[str, An
     spent on each (all its threads: tasks, JIT, GC) and the classes Spark generated and compiled for
     it. `from_bronze`: the streams a rebuild runs instead, from bronze into `storage.root/_from_bronze`."""
     from analytical import pipeline
-    from analytical.registry import STREAMS, rebuilt
+    from analytical.registry import rebuilt, running
     from shared.spark import spark_session
 
     config = load_config(_config_file(settings), _overrides(settings))
@@ -65,7 +65,7 @@ def run_backfill(settings: list[str], from_bronze: bool = False) -> dict[str, An
     layers = []
     roots = {"source_root": config.storage.root, "target_root": config.path("_from_bronze")} if from_bronze else {}
     with jvm_memory_peaks(spark) as peaks:
-        for stream in (rebuilt() if from_bronze else STREAMS):
+        for stream in (rebuilt(running(config)) if from_bronze else running(config)):
             cpu_before, compiled_before = cpu_seconds(jvm_pid), spark_internals.generated_classes_compiled(spark)
             [run] = pipeline.backfill(spark, config, report=_progress, streams=[stream], **roots)
             layers.append({**run.as_dict(), "durations_ms": run.durations_ms,

@@ -137,14 +137,14 @@ def _medallion_beside(spark: Any, config: Config, with_medallion: str | None, qu
         finally:
             stop_at_batch_end(beside.queries)
     elif with_medallion == "separate":
-        from analytical.registry import STREAMS
+        from analytical.registry import running
         from lakehouse.both_paths import BothPaths
 
         # Its stderr passed on, so that a medallion ending mid-run shows why beside the bench's progress.
         paths = BothPaths(config, child_options(config), relay=lambda line: say_progress(f"medallion: {line}"))
         with paths.started(on_progress=lambda progress: beside.reports.append(ProgressSummary.of(progress))):
             beside.process = paths.medallion
-            wait_until(lambda: len(beside.process.streams_with_progress) == len(STREAMS) or beside.process.ended, 300,
+            wait_until(lambda: len(beside.process.streams_with_progress) == len(running(config)) or beside.process.ended, 300,
                        "the separate medallion's first batches", query)
             if beside.process.ended:
                 raise RuntimeError(f"the separate medallion process ended: {beside.process.failed}")

@@ -96,7 +96,7 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
 
     A stop during the start ends the command (KeyboardInterrupt) as the start ends, unless
     `stopped_while_starting` is given: then it is set and the block still runs, to record what it must."""
-    from lakehouse.catalog import QUERIES_BY_PATH
+    from lakehouse.catalog import queries_by_path
     from shared.checkpoint_locks import StoppedMarks, exclusive
     from shared.processes import stops_deferred
     from lakehouse.monitoring.live_consumers import consumer_readings
@@ -108,7 +108,7 @@ def monitored(config: Config, application: str, echo: Callable[[str], None] | No
     from shared.runtime import current
     from shared.spark import spark_session
 
-    streams = QUERIES_BY_PATH[application]
+    streams = queries_by_path(config)[application]
     marks = StoppedMarks(config.storage.root, config.storage.s3)
     with exclusive(config.storage.root, [stream.name for stream in streams], report=say, marks=marks) as locks, \
             ExitStack() as started:

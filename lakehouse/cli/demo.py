@@ -134,7 +134,7 @@ def _both_paths_under_traffic(spark, paths, seconds: float, rate: float, note) -
     """Step 2: both paths as `lakehouse run` runs them (lakehouse.both_paths), their progress recorded
     here; once every query runs, the traffic, until it has all been sent and 10 s more. What the
     generator says it sent."""
-    from lakehouse.catalog import QUERIES_BY_PATH
+    from lakehouse.catalog import QUERIES_BY_PATH, queries_by_path
     from lakehouse.monitoring.stream_progress import recording, table_location
     from lakehouse.path_processes import TrafficProcess
     from shared.alerts_topic import latest_alerts
@@ -159,7 +159,7 @@ def _both_paths_under_traffic(spark, paths, seconds: float, rate: float, note) -
         def all_up() -> bool:
             up = {name for name in recorder.latest} | ({stream.name for stream in QUERIES_BY_PATH["operational"]}
                                                         if fast_path_started.is_set() else set())
-            return all(stream.name in up for streams in QUERIES_BY_PATH.values() for stream in streams)
+            return all(stream.name in up for streams in queries_by_path(config).values() for stream in streams)
 
         def status() -> None:
             nonlocal next_view

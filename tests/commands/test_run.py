@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lakehouse.catalog import QUERIES as CATALOG_QUERIES
+from lakehouse.catalog import queries_by_path
 from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_location
 from lakehouse.services.broker import EmbeddedBroker
@@ -25,8 +26,10 @@ from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold
                                 windows_closed_by_the_newest_click)
 
 
-#: Every query of both paths, from the catalog.
+#: Every query of both paths, from the catalog (the first test turns the sessions on, which the tests' settings turn off).
 QUERIES = {query.name for query in CATALOG_QUERIES}
+#: The queries a run has under the tests' settings.
+RUN_QUERIES = {query.name for queries in queries_by_path(make_config()).values() for query in queries}
 
 
 def settings(config_overrides, *more: str) -> list[str]:
@@ -34,7 +37,7 @@ def settings(config_overrides, *more: str) -> list[str]:
 
 
 def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark, config, config_overrides, tmp_path):
-    options = settings(config_overrides, "analytical.niceness=3")
+    options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true")
 
     def the_medallion_yields_and_a_second_run_is_refused(run) -> None:
         medallion = family(next(pid for pid in family(run.pid) if "--progress-json" in command_line(pid)))
@@ -80,7 +83,7 @@ def test_in_real_time_mode_run_starts_the_fast_path_in_its_runtime_and_records_i
     status = lakehouse_here("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr
     summary = {row["queryName"]: row for row in json.loads(status.stdout)}
-    assert set(summary) == QUERIES, "the fast path's progress, recorded by run itself"
+    assert set(summary) == RUN_QUERIES, "the fast path's progress, recorded by run itself"
     assert summary["hot_pages"]["batches"] >= 1 and summary["hot_pages"]["errors"] == 0
 
     # Real-time alerts carry the largest doubling reached (/run's 5 clicks: 4), which the reconciliation

@@ -6,21 +6,29 @@ from __future__ import annotations
 import pytest
 
 from analytical import gold_page_clicks_5s, silver_clicks
-from analytical.registry import STREAMS, TABLES, check_policies, rebuilt
+from analytical.registry import STREAMS, TABLES, check_policies, rebuilt, running
 from shared.errors import ConfigError
 from tests.conftest import make_config
 
 #: CONTRACT.md's tables, in the order their streams write them: what users and readers rely on.
 CONTRACT_TABLES = ["bronze/clicks", "silver/clicks", "silver/quarantine", "gold/page_clicks_5s",
-                   "gold/page_clicks_hourly"]
+                   "gold/page_clicks_hourly", "gold/user_sessions"]
 
 
 def test_the_registry_holds_the_contracts_tables_in_dependency_order():
     assert [table.name for table in TABLES] == CONTRACT_TABLES
-    assert [stream.name for stream in STREAMS] == ["medallion", "gold_page_clicks_hourly"]
+    assert [stream.name for stream in STREAMS] == ["medallion", "gold_page_clicks_hourly", "gold_user_sessions"]
     rebuilding = rebuilt()
-    assert [stream.name for stream in rebuilding] == ["medallion_rebuild", "gold_page_clicks_hourly"]
+    assert [stream.name for stream in rebuilding] == ["medallion_rebuild", "gold_page_clicks_hourly", "gold_user_sessions"]
     assert [table.name for table in rebuilding[0].writes] == CONTRACT_TABLES[1:4], "a rebuild reads bronze, not writes it"
+
+
+def test_the_sessions_stream_runs_unless_the_configuration_turns_it_off():
+    assert running(make_config("sessions.enabled=true")) == STREAMS
+    assert [stream.name for stream in running(make_config("sessions.enabled=false"))] == \
+        ["medallion", "gold_page_clicks_hourly"]
+    assert [stream.name for stream in rebuilt(running(make_config("sessions.enabled=false")))] == \
+        ["medallion_rebuild", "gold_page_clicks_hourly"]
 
 
 def test_a_table_keeps_its_declared_policy_unless_the_config_names_it():
