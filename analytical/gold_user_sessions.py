@@ -96,8 +96,8 @@ def user_sessions(events: DataFrame, sessions: SessionsConfig) -> DataFrame:
             "userId", "sessionStart", F.col("session.end").alias("sessionEnd"), "lastEventTime", "events", "pages",
             "landingPage", "exitPage", "pageViews", "addToCarts", "purchases",
             (F.col("purchases") > 0).alias("converted"),
-            ((duration_s > F.lit(engaged_after_s)) | (F.col("pageViews") >= sessions.engaged_page_views)
-             | (F.col("purchases") > 0)).alias("engaged"),
+            F.coalesce((duration_s > F.lit(engaged_after_s)) | (F.col("pageViews") >= sessions.engaged_page_views)
+                       | (F.col("purchases") > 0), F.lit(False)).alias("engaged"),
         )
     )
 
