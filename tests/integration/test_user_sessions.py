@@ -1,0 +1,68 @@
+"""gold/user_sessions on the real broker and real Delta tables: crafted events in, the medallion's backfill
+(Trigger.AvailableNow, the sessions' state carried between two of them as a live run carries it between
+batches), the table held against tests/sessions_oracle.py's reading of the same events."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from analytical import pipeline
+from analytical.gold_user_sessions import TABLE as USER_SESSIONS
+from tests.helpers import click, send
+from tests.sessions_oracle import Event, sessions_of
+
+GAP_S, GAP_BY_TYPE_S = 30, {"purchase": 5}
+SETTINGS = ("sessions.enabled=true", f"sessions.gap={GAP_S} seconds", "sessions.gap_by_event_type={purchase: 5 seconds}",
+            "sessions.engaged_after=10 seconds", "sessions.engaged_page_views=2", "analytical.watermark=1 minute")
+
+
+def event(event_id: str, page: str, clock: str, user: str | None, kind: str | None = None) -> Event:
+    return Event(event_id, page, datetime.fromisoformat(f"2026-11-22T{clock}"), user, kind or "page_view")
+
+
+def value(sent: Event, typed: bool) -> bytes:
+    fields = {"userId": sent.user_id} if sent.user_id is not None else {}
+    if typed:
+        fields["eventType"] = sent.event_type
+    return click(sent.event_id, sent.page_id, sent.at.strftime("%H:%M:%S"), **fields)
+
+
+FIRST = [
+    event("v1", "/a", "10:00:00", "u1"),
+    event("v2", "/b", "10:00:10", "u1", "add_to_cart"),
+    event("v3", "/b", "10:00:20", "u1", "purchase"),
+    event("w1", "/a", "10:00:05", "u2"),
+    event("w2", "/c", "10:00:50", "u2"),  # 45 s after w1: a session of its own
+    event("n1", "/a", "10:00:07", None, "purchase"),  # no userId: counted, not sessionized
+    event("v1", "/a", "10:00:00", "u1"),  # a copy: counted once
+    event("x1", "/d", "10:00:30", "u3"),
+    event("z1", "/z", "10:01:30", "u9"),  # moves the watermark to 10:00:30: no session above has closed
+]
+SECOND = [
+    event("x2", "/e", "10:00:55", "u3", "add_to_cart"),  # 35 s behind the newest: joins x1's open session
+    event("w3", "/c", "10:01:00", "u2", "purchase"),  # within w2's 30 s
+    event("z2", "/z", "10:10:00", "u9"),  # the watermark to 10:09:00: every session above closes, not this one
+]
+
+
+@pytest.mark.parametrize("rounds", [1, 2], ids=["one backfill", "two backfills, a session open between them"])
+def test_the_sessions_are_the_oracles_in_one_backfill_or_two(spark, configured, rounds):
+    lake = configured(*SETTINGS, topics=("clicks",))
+    batches = [FIRST + SECOND] if rounds == 1 else [FIRST, SECOND]
+    for sent in batches:
+        send(lake, *(value(e, typed=e.event_type != "page_view" or e.event_id == "v1") for e in sent))
+        runs = {run.name: run for run in pipeline.backfill(spark, lake, report=lambda line: None)}
+        assert runs["gold_user_sessions"].rows > 0
+
+    rows = {tuple(row) for row in USER_SESSIONS.at(lake.storage.root).read(spark).collect()}
+
+    closed = {row for row in sessions_of(FIRST + SECOND, GAP_S, GAP_BY_TYPE_S, 10, 2)
+              if row[2] <= datetime.fromisoformat("2026-11-22T10:09:00")}
+    assert rows == closed
+    by_user = {row[0]: row for row in rows if row[0] in ("u1", "u3")}
+    assert by_user["u1"][4] == 3 and by_user["u1"][10] == 1, "the copy of v1 counted once, the purchase converts"
+    assert by_user["u3"][1:5] == (datetime(2026, 11, 22, 10, 0, 30), datetime(2026, 11, 22, 10, 1, 25),
+                                  datetime(2026, 11, 22, 10, 0, 55), 2), "the late add-to-cart extended x1's session"
+    assert len(rows) == 5 and "u9" in {row[0] for row in rows}
