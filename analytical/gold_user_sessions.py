@@ -26,16 +26,22 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
-from analytical import silver_clicks
-from analytical.quality import Suite, between, equal, not_null, unique
+from analytical import gold_page_conversion, silver_clicks
+from analytical.gold_page_conversion import LAST_PURCHASE_AT, VISITS
+from analytical.quality import (FAILED_EXPECTATION, Suite, between, equal, metrics_name, not_null, passing, unique,
+                                with_expectations)
 from analytical.tables import Table
-from analytical.writes import Prune, checked_upsert_stream
+from analytical.writes import Prune, Txn, cached, upsert
+from shared.checkpoints import query_id
 from shared.config import Config, SessionsConfig
 from shared.durations import spark_interval
 from shared.rule import with_event_time_watermark
 from shared.schema import EventType
+from shared.storage import checkpoint_location
+from shared.stream import Stream
 
 KEYS = ("userId", "sessionStart")
+PRUNE = Prune("sessionStart", "sessionStart")
 #: What each batch observes of the events it reads: those of known users and the anonymous ones.
 SESSION_METRICS = "user_sessions_events"
 
@@ -67,7 +73,14 @@ def _count(event_type: EventType) -> Column:
 
 
 def user_sessions(events: DataFrame, sessions: SessionsConfig) -> DataFrame:
-    """Events of known users (eventId, pageId, eventTime, userId, eventType) -> one row per session.
+    """Events of known users (eventId, pageId, eventTime, userId, eventType) -> one row per session, in
+    the table's columns (`sessions_with_visits`, without what the conversion takes of it)."""
+    return events.transform(sessions_with_visits, sessions).drop(VISITS, LAST_PURCHASE_AT)
+
+
+def sessions_with_visits(events: DataFrame, sessions: SessionsConfig) -> DataFrame:
+    """Events of known users (eventId, pageId, eventTime, userId, eventType) -> one row per session, with
+    VISITS and LAST_PURCHASE_AT.
 
     sessionStart is its first event's time, sessionEnd when it closed (the latest of its events' time
     plus gap), lastEventTime its last event's.
@@ -85,7 +98,8 @@ def user_sessions(events: DataFrame, sessions: SessionsConfig) -> DataFrame:
             F.min("eventTime").alias("sessionStart"),
             F.max("eventTime").alias("lastEventTime"),
             F.count(F.lit(1)).alias("events"),
-            F.size(F.collect_set("pageId")).cast("long").alias("pages"),
+            F.collect_list(F.struct("eventTime", "pageId")).alias(VISITS),
+            F.max(F.when(F.col("eventType") == F.lit(EventType.PURCHASE.value), F.col("eventTime"))).alias(LAST_PURCHASE_AT),
             F.min_by("pageId", F.struct(*_ORDER)).alias("landingPage"),
             F.max_by("pageId", F.struct(*_ORDER)).alias("exitPage"),
             _count(EventType.PAGE_VIEW).alias("pageViews"),
@@ -93,11 +107,13 @@ def user_sessions(events: DataFrame, sessions: SessionsConfig) -> DataFrame:
             _count(EventType.PURCHASE).alias("purchases"),
         )
         .select(
-            "userId", "sessionStart", F.col("session.end").alias("sessionEnd"), "lastEventTime", "events", "pages",
+            "userId", "sessionStart", F.col("session.end").alias("sessionEnd"), "lastEventTime", "events",
+            F.size(F.array_distinct(F.transform(VISITS, lambda visit: visit["pageId"]))).cast("long").alias("pages"),
             "landingPage", "exitPage", "pageViews", "addToCarts", "purchases",
             (F.col("purchases") > 0).alias("converted"),
             F.coalesce((duration_s > F.lit(engaged_after_s)) | (F.col("pageViews") >= sessions.engaged_page_views)
                        | (F.col("purchases") > 0), F.lit(False)).alias("engaged"),
+            VISITS, LAST_PURCHASE_AT,
         )
     )
 
@@ -123,10 +139,28 @@ def read_events(spark: SparkSession, config: Config, source_root: str) -> DataFr
 
 
 def writer(spark: SparkSession, config: Config, source_root: str, target_root: str) -> DataStreamWriter:
-    """silver/clicks under `source_root` -> gold/user_sessions under `target_root`."""
-    rows = read_events(spark, config, source_root).transform(known_users).transform(user_sessions, config.sessions)
-    return checked_upsert_stream(rows, STREAM, config, target_root, KEYS, Prune("sessionStart", "sessionStart"),
-                                 output_mode="append")
+    """silver/clicks under `source_root` -> gold/user_sessions and gold/page_conversion under `target_root`
+    (the hot windows from gold/page_clicks_5s under `source_root`).
+
+    Each batch's sessions are checked against the suite as they stream, then written over gold/user_sessions
+    (absolute rows, so a replay rewrites the same) and added to gold/page_conversion once per batch."""
+    policy = TABLE.expectation_policy(config)
+    rows = (read_events(spark, config, source_root).transform(known_users)
+            .transform(sessions_with_visits, config.sessions)
+            .transform(with_expectations, TABLE.suite(config), policy, metrics_name(TABLE.key)))
+    sessions_path = TABLE.at(target_root).create(spark, rows.drop(VISITS, LAST_PURCHASE_AT, FAILED_EXPECTATION).schema)
+    conversion_path = gold_page_conversion.TABLE.at(target_root).create(spark, gold_page_conversion.TABLE.schema)
+    checkpoint = checkpoint_location(target_root, STREAM.name)
+    first_of_run = [True]
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:
+        txn = Txn(query_id(spark, checkpoint), batch_id, may_be_written=first_of_run[0])
+        first_of_run[0] = False
+        with cached(passing(batch, policy)) as sessions:
+            upsert(sessions.drop(VISITS, LAST_PURCHASE_AT), sessions_path, KEYS, PRUNE)
+            gold_page_conversion.add_sessions(sessions, config, source_root, conversion_path, txn)
+
+    return rows.writeStream.outputMode("append").foreachBatch(write_batch)
 
 
 def suite(config: Config) -> Suite:
@@ -172,4 +206,7 @@ TABLE = Table(
     expectations=suite,
     policy="fail",
 )
-STREAM = TABLE.stream(writer, enabled=lambda config: config.sessions.enabled)
+#: Named after its first table, as a stream that writes one is (Table.stream).
+STREAM = Stream(TABLE.key, TABLE.layer, writer, trigger=lambda config: config.analytical.triggers.gold,
+                lateness=lambda config: config.analytical.watermark, writes=(TABLE, gold_page_conversion.TABLE),
+                enabled=lambda config: config.sessions.enabled)

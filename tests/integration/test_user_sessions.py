@@ -1,6 +1,7 @@
-"""gold/user_sessions on the real broker and real Delta tables: crafted events in, the medallion's backfill
-(Trigger.AvailableNow, the sessions' state carried between two of them as a live run carries it between
-batches), the table held against tests/sessions_oracle.py's reading of the same events."""
+"""gold/user_sessions and gold/page_conversion on the real broker and real Delta tables: crafted events in,
+the medallion's backfill (Trigger.AvailableNow, the sessions' state carried between two of them as a live
+run carries it between batches), the tables held against tests/sessions_oracle.py's reading of the same
+events. Threshold 1: a window of two distinct events is hot."""
 
 from __future__ import annotations
 
@@ -9,13 +10,17 @@ from datetime import datetime
 import pytest
 
 from analytical import pipeline
+from analytical.gold_page_conversion import TABLE as PAGE_CONVERSION
 from analytical.gold_user_sessions import TABLE as USER_SESSIONS
 from tests.helpers import click, send
-from tests.sessions_oracle import Event, sessions_of
+from tests.sessions_oracle import Event, hot_windows, page_conversion_of, sessions, sessions_of
 
 GAP_S, GAP_BY_TYPE_S = 30, {"purchase": 5}
 SETTINGS = ("sessions.enabled=true", f"sessions.gap={GAP_S} seconds", "sessions.gap_by_event_type={purchase: 5 seconds}",
-            "sessions.engaged_after=10 seconds", "sessions.engaged_page_views=2", "analytical.watermark=1 minute")
+            "sessions.engaged_after=10 seconds", "sessions.engaged_page_views=2", "analytical.watermark=1 minute",
+            "hot_pages.threshold=1")
+#: The watermark the last event moves to: the sessions that ended before it are written.
+FINAL_WATERMARK = datetime(2026, 11, 22, 10, 9)
 
 
 def event(event_id: str, page: str, clock: str, user: str | None, kind: str | None = None) -> Event:
@@ -33,6 +38,7 @@ FIRST = [
     event("v1", "/a", "10:00:00", "u1"),
     event("v2", "/b", "10:00:10", "u1", "add_to_cart"),
     event("v3", "/b", "10:00:20", "u1", "purchase"),
+    event("n2", "/b", "10:00:12", None),  # with v2, the window of u1's first view of /b is hot
     event("w1", "/a", "10:00:05", "u2"),
     event("w2", "/c", "10:00:50", "u2"),  # 45 s after w1: a session of its own
     event("n1", "/a", "10:00:07", None, "purchase"),  # no userId: counted, not sessionized
@@ -58,11 +64,19 @@ def test_the_sessions_are_the_oracles_in_one_backfill_or_two(spark, configured, 
 
     rows = {tuple(row) for row in USER_SESSIONS.at(lake.storage.root).read(spark).collect()}
 
-    closed = {row for row in sessions_of(FIRST + SECOND, GAP_S, GAP_BY_TYPE_S, 10, 2)
-              if row[2] <= datetime.fromisoformat("2026-11-22T10:09:00")}
+    closed = {row for row in sessions_of(FIRST + SECOND, GAP_S, GAP_BY_TYPE_S, 10, 2) if row[2] <= FINAL_WATERMARK}
     assert rows == closed
     by_user = {row[0]: row for row in rows if row[0] in ("u1", "u3")}
     assert by_user["u1"][4] == 3 and by_user["u1"][10] == 1, "the copy of v1 counted once, the purchase converts"
     assert by_user["u3"][1:5] == (datetime(2026, 11, 22, 10, 0, 30), datetime(2026, 11, 22, 10, 1, 25),
                                   datetime(2026, 11, 22, 10, 0, 55), 2), "the late add-to-cart extended x1's session"
     assert len(rows) == 5 and "u9" in {row[0] for row in rows}
+
+    conversion = {(row.pageId, row.hourStart, row.viewedWhileHot): (row.sessions, row.convertedSessions)
+                  for row in PAGE_CONVERSION.at(lake.storage.root).read(spark).collect()}
+    written = [(events, end) for events, end in sessions(FIRST + SECOND, GAP_S, GAP_BY_TYPE_S) if end <= FINAL_WATERMARK]
+    assert conversion == page_conversion_of(written, hot_windows(FIRST + SECOND, threshold=1))
+    ten = datetime(2026, 11, 22, 10)
+    assert conversion[("/b", ten, True)] == (1, 1), "u1 viewed /b while hot (v2 and n2) and bought after"
+    assert (conversion[("/a", ten, False)], conversion[("/a", ten, True)]) == ((1, 1), (1, 0)), \
+        "u1 viewed /a before it was hot and bought; u2 viewed it while hot (w1 and n1) and did not"

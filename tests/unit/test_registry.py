@@ -12,7 +12,7 @@ from tests.conftest import make_config
 
 #: CONTRACT.md's tables, in the order their streams write them: what users and readers rely on.
 CONTRACT_TABLES = ["bronze/clicks", "silver/clicks", "silver/quarantine", "gold/page_clicks_5s",
-                   "gold/page_clicks_hourly", "gold/user_sessions"]
+                   "gold/page_clicks_hourly", "gold/user_sessions", "gold/page_conversion"]
 
 
 def test_the_registry_holds_the_contracts_tables_in_dependency_order():
