@@ -57,32 +57,35 @@ def _engine(config: Config, asked: str) -> str:
 def cmd_query(config: Config, args: argparse.Namespace) -> int:
     from analytical import trends
 
-    values = {key: getattr(args, key) for key in trends.QUESTIONS[args.question].parameters}
+    question = trends.QUESTIONS[args.question]
+    values = {key: getattr(args, key) for key in question.parameters}
     engine = _engine(config, args.engine)
     moment = f" as of {args.as_of}" if args.as_of else ""
     if engine == "duckdb":
         from analytical.sql import sql_name
 
-        table = sql_name(trends.GOLD_PAGE_CLICKS_5S)
+        table = sql_name(question.table)
         as_of = None if args.as_of is None or args.as_of.isdigit() else instant(args.as_of)
         versions = {table: int(args.as_of)} if args.as_of and args.as_of.isdigit() else {}
         lake = open_lake(in_process_root(config.storage), config.storage, as_of=as_of, versions=versions)
         if table not in lake.tables:
-            raise lake.absent(table, f"there is no Delta table {trends.GOLD_PAGE_CLICKS_5S} under "
-                              f"{config.storage.root}: run `lakehouse analytical --available-now` to build it")
+            raise lake.absent(table, f"there is no Delta table {question.table} under "
+                              f"{config.storage.root}: run `lakehouse analytical --available-now` to build it"
+                              + (" (with sessions.enabled: true)" if question.table != trends.GOLD_PAGE_CLICKS_5S else ""))
         columns, rows = trends.on_duckdb(lake, args.question, args.start, args.end, **values)
-        say(f"{len(rows)} rows from {trends.GOLD_PAGE_CLICKS_5S} version {lake.tables[table]}{moment} "
+        say(f"{len(rows)} rows from {question.table} version {lake.tables[table]}{moment} "
             "(DuckDB, in this process)")
     else:
-        from analytical import gold_page_clicks_5s
+        from analytical.registry import TABLES
         from shared.spark import spark_session
 
         spark = spark_session(config)
-        windows = gold_page_clicks_5s.TABLE.at(config.storage.root).read(spark, as_of=args.as_of)
-        result = trends.on_spark(windows, args.question, args.start, args.end, **values)
+        [declared] = [table for table in TABLES if table.name == question.table]
+        result = trends.on_spark(declared.at(config.storage.root).read(spark, as_of=args.as_of), args.question,
+                                 args.start, args.end, **values)
         rows, files = trends.answer(result)
         columns = result.columns
-        say(f"{len(rows)} rows from {trends.GOLD_PAGE_CLICKS_5S}{moment} (Spark"
+        say(f"{len(rows)} rows from {question.table}{moment} (Spark"
             + (f"; {files} data files read)" if files is not None else ")"))
     print_rows(rows, columns, args.format)
     return 0
@@ -115,7 +118,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
 
     query = commands.add_parser(
         "query", parents=[common], help="historical trend questions on gold, with time travel",
-        description="Answer a question from gold/page_clicks_5s. Times are ISO-8601 (UTC unless a zone is given); "
+        description="Answer a question from gold. Times are ISO-8601 (UTC unless a zone is given); "
         "a window belongs to [--from, --to) by its start. Each question is one SQL text run by DuckDB in this "
         "process (a local folder or S3), or by Spark (--engine spark).")
     questions = query.add_subparsers(dest="question", metavar="QUESTION", required=True)
@@ -133,13 +136,25 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     trend.add_argument("--bucket", choices=["hour", "day"], default="hour")
     questions.add_parser("hot-windows", parents=[common, query_options], help="windows over the threshold",
                          description="Every hot window (more clicks than the threshold) in the range, oldest first.")
+    questions.add_parser("sessions", parents=[common, query_options], help="sessions per day: engaged, converted",
+                         description="From gold/user_sessions, per UTC day of the sessions that started in the "
+                         "range (--from/--to by sessionStart): sessions, engaged sessions and share, converted "
+                         "sessions and rate, events.")
+    conversion = questions.add_parser(
+        "conversion", parents=[common, query_options], help="per page: conversion while hot against not",
+        description="From gold/page_conversion, per page: the sessions that viewed it while its 5-second window "
+        "was hot and those of them that purchased later in the session, the same for the sessions that viewed it "
+        "while it was not, and each rate. The hour of a session's first view of the page decides --from/--to. "
+        "Few sessions behind a rate make it noise: the counts are printed beside it.")
+    conversion.add_argument("--page", help="one pageId (default: every page)")
+    conversion.add_argument("--limit", type=positive(int), default=10)
     query.set_defaults(handler=cmd_query, uses_secrets=False)
 
     sql = commands.add_parser(
         "sql", parents=[common, output], help="any read-only SQL over the tables (DuckDB, no JVM)",
         description="Run one SELECT over the product's Delta tables, in this process (DuckDB over delta-rs; no "
         "Spark). Tables by their contract names: bronze.clicks, silver.clicks, silver.quarantine, "
-        "gold.page_clicks_5s, gold.page_clicks_hourly, ops.stream_progress. Timestamps print as ISO-8601 UTC. "
+        "gold.page_clicks_5s, gold.page_clicks_hourly, gold.user_sessions, gold.page_conversion, ops.stream_progress. Timestamps print as ISO-8601 UTC. "
         "Anything but a SELECT is refused.",
         epilog="example: lakehouse sql \"SELECT pageId, sum(clickCount) AS clicks FROM gold.page_clicks_5s "
         "GROUP BY pageId ORDER BY clicks DESC LIMIT 5\"")

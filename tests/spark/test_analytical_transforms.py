@@ -80,14 +80,14 @@ def test_the_hourly_roll_up_adds_each_windows_changes_per_page_and_hour(spark):
 
 
 def ask_both(windows, tmp_path, name, start=None, end=None, **values) -> list[tuple]:
-    """Question `name` answered by Spark and by DuckDB over the same windows (written as a Delta
-    table by delta-rs for DuckDB); both must give the same rows, returned as tuples."""
+    """Question `name` answered by Spark and by DuckDB over the same rows of its table (`windows`, written as
+    a Delta table by delta-rs for DuckDB); both must give the same rows, returned as tuples."""
     from deltalake import write_deltalake
 
     from analytical.sql import SqlLake
 
     by_spark, _ = trends.answer(trends.on_spark(windows, name, start, end, **values))
-    write_deltalake(str(tmp_path / trends.GOLD_PAGE_CLICKS_5S), windows.toArrow(), mode="overwrite")
+    write_deltalake(str(tmp_path / trends.QUESTIONS[name].table), windows.toArrow(), mode="overwrite")
     _, by_duckdb = trends.on_duckdb(SqlLake(str(tmp_path)), name, start, end, **values)
     assert by_duckdb == by_spark
     return [tuple(row.values()) for row in by_spark]
@@ -126,7 +126,7 @@ def test_silver_and_quarantine_split_parsed_bronze_rows_and_keep_coordinates(spa
     )
     parsed = bronze.transform(parse_clicks, make_config().quality, "kafkaTimestamp")
     events = parsed.transform(silver_clicks)
-    assert events.columns == ["eventId", "pageId", "eventTime", "userId", "topic", "partition", "offset",
+    assert events.columns == ["eventId", "pageId", "eventTime", "userId", "eventType", "topic", "partition", "offset",
                               "kafkaTimestamp", "ingestTime"]
     assert [(r.eventId, r.partition, r.offset) for r in events.collect()] == [("e1", 0, 7)]
     bad = parsed.transform(quarantined).collect()
@@ -145,10 +145,42 @@ def test_the_tables_take_an_invalid_records_bytes_and_a_valid_ones_columns(spark
     )
     parts = bronze.transform(parse_clicks, make_config().quality, "kafkaTimestamp").transform(written_parts)
     expected = spark.createDataFrame(
-        [("e1", "/a", datetime(2026, 11, 22, 10), None, "t", 0, 7, at("10:00:01"), at("10:00:02"), None, None, None),
-         (None, None, None, None, "t", 1, 3, at("10:00:01"), at("10:00:02"), "missing_page_id", bytearray(b"k2"),
+        [("e1", "/a", datetime(2026, 11, 22, 10), None, "page_view", "t", 0, 7, at("10:00:01"), at("10:00:02"), None,
+          None, None),
+         (None, None, None, None, None, "t", 1, 3, at("10:00:01"), at("10:00:02"), "missing_page_id", bytearray(b"k2"),
           bytearray(b'{"eventId":"e2"}'))],
-        "eventId string, pageId string, eventTime timestamp, userId string, topic string, partition int, "
+        "eventId string, pageId string, eventTime timestamp, userId string, eventType string, topic string, partition int, "
         "offset long, kafkaTimestamp timestamp, ingestTime timestamp, invalidReason string, key binary, value binary",
     )
     assert_df_equality(parts, expected, ignore_row_order=True, ignore_nullable=True)
+
+
+def test_sessions_per_day_count_engaged_and_converted_sessions_by_their_start(spark, tmp_path):
+    from analytical.gold_user_sessions import TABLE
+
+    def session(user, start, engaged, converted, events):
+        return (user, start, start + timedelta(minutes=30), start, events, 1, "/a", "/a", events, 0,
+                int(converted), converted, engaged)
+
+    day = at("10:00:00")
+    sessions = spark.createDataFrame([session("u1", day, True, True, 3), session("u2", day, False, False, 1),
+                                      session("u3", day, True, False, 2), session("u1", day + timedelta(days=1), False,
+                                                                                  False, 1)], TABLE.schema)
+
+    assert ask_both(sessions, tmp_path, "sessions") == [
+        ("2026-11-22T00:00:00.000Z", 3, 2, 2 / 3, 1, 1 / 3, 6), ("2026-11-23T00:00:00.000Z", 1, 0, 0.0, 0, 0.0, 1)]
+    assert ask_both(sessions, tmp_path, "sessions", start=day + timedelta(hours=1)) == [
+        ("2026-11-23T00:00:00.000Z", 1, 0, 0.0, 0, 0.0, 1)]
+
+
+def test_conversion_sets_hot_against_not_per_page_with_the_sessions_behind_each_rate(spark, tmp_path):
+    from analytical.gold_page_conversion import TABLE
+
+    cells = spark.createDataFrame([("/a", at("10:00:00"), True, 4, 2), ("/a", at("11:00:00"), True, 4, 1),
+                                   ("/a", at("10:00:00"), False, 10, 1), ("/b", at("10:00:00"), False, 5, 0)],
+                                  TABLE.schema)
+
+    assert ask_both(cells, tmp_path, "conversion", limit=10) == [("/a", 8, 3, 3 / 8, 10, 1, 0.1),
+                                                                 ("/b", 0, 0, None, 5, 0, 0.0)]
+    assert ask_both(cells, tmp_path, "conversion", limit=10, page="/a", end=at("11:00:00")) == [
+        ("/a", 4, 2, 0.5, 10, 1, 0.1)]
