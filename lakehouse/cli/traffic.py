@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from lakehouse.cli.common import fraction, instant, output_options, positive, print_rows, say, table
@@ -29,6 +29,12 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
         malformed_fraction=args.malformed_fraction,
         seed=seed,
         start_time=args.start_time,
+        think_time=timedelta(seconds=args.think_time),
+        visit_clicks=args.visit_clicks,
+        cart_probability=args.cart_probability,
+        purchase_probability=args.purchase_probability,
+        hot_uplift=args.hot_uplift,
+        anonymous_fraction=args.anonymous_fraction,
     )
     if args.hot_pages is None:
         spec = replace(spec, hot_pages=min(DEFAULT_HOT_PAGES, spec.hot_pages_carried))
@@ -135,6 +141,20 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                           help="share of records that repeat a recent record byte for byte (default 0)")
     generate.add_argument("--malformed-fraction", type=fraction, default=0.0,
                           help="share of invalid records, every invalid shape in turn (default 0)")
+    visits = generate.add_argument_group("visits", "who clicks: visitors who browse, add to cart and buy")
+    visits.add_argument("--think-time", type=positive(float), default=10.0, metavar="SECONDS",
+                        help="mean time between a visit's clicks (exponential; default 10)")
+    visits.add_argument("--visit-clicks", type=positive(float), default=5.0,
+                        help="mean clicks of a visit that ends without a purchase (default 5)")
+    visits.add_argument("--cart-probability", type=fraction, default=0.0,
+                        help="share of clicks that add to cart (default 0: every click a page view)")
+    visits.add_argument("--purchase-probability", type=fraction, default=0.0,
+                        help="chance that a click of a visit that has carted is a purchase, which ends it (default 0)")
+    visits.add_argument("--hot-uplift", type=float, default=0.0,
+                        help="the purchase chance raised by this share in visits that clicked a hot page (0.5: half "
+                        "as likely again; default 0)")
+    visits.add_argument("--anonymous-fraction", type=fraction, default=0.0,
+                        help="share of clicks without a userId, in no visit (default 0)")
     generate.add_argument("--seed", type=int, help="same seed and start time, same records (default: random, printed)")
     generate.add_argument("--start-time", type=instant,
                           help="event time of the first event, ISO-8601 (default: start of the current window)")

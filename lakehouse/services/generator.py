@@ -5,11 +5,19 @@ that an ordinary page stays well under the threshold), a few hot pages that take
 threshold in every full window, and on request late, duplicate and malformed records. Event time
 advances at the nominal rate from `start_time` (default: the start of the current window), so a
 run is the same whatever the machine's speed; the same seed and start time give the same bytes.
+
+Clicks come from visits (`Visits`): a visitor's next click follows the one before by a think time
+(exponential, mean `think_time`), and a visit ends after a click with probability 1 / `visit_clicks`,
+or with a purchase. A click is an add-to-cart with probability `cart_probability`; once a visit has
+carted, a click is a purchase with probability `purchase_probability`, raised by `hot_uplift` (0.5:
+half as likely again) in a visit that has clicked a hot page. A share `anonymous_fraction` of the
+clicks carry no userId and belong to no visit. A page view carries no eventType (the contract's default).
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 import random
@@ -54,6 +62,12 @@ class TrafficSpec:
     malformed_fraction: float = 0.0
     seed: int = 0
     start_time: datetime | None = None
+    think_time: timedelta = timedelta(seconds=10)  # mean time between a visit's clicks
+    visit_clicks: float = 5.0  # mean clicks of a visit that does not end in a purchase
+    cart_probability: float = 0.0
+    purchase_probability: float = 0.0
+    hot_uplift: float = 0.0
+    anonymous_fraction: float = 0.0
 
     @classmethod
     def for_config(cls, config: Config, rate: float, **options) -> "TrafficSpec":
@@ -70,10 +84,16 @@ class TrafficSpec:
             raise LakehouseError(f"--rate must be above 0, got {self.rate:g}")
         if self.pages < 1 or self.hot_pages < 0:
             raise LakehouseError("--pages must be at least 1 and --hot-pages at least 0")
-        for name in ("late_fraction", "duplicate_fraction", "malformed_fraction"):
+        for name in ("late_fraction", "duplicate_fraction", "malformed_fraction", "cart_probability",
+                     "purchase_probability", "anonymous_fraction"):
             value = getattr(self, name)
             if not 0 <= value <= 1:
                 raise LakehouseError(f"--{name.replace('_', '-')} must be between 0 and 1, got {value:g}")
+        if self.hot_uplift < 0 or self.purchase_probability * (1 + self.hot_uplift) > 1:
+            raise LakehouseError(f"--hot-uplift must be 0 or more, and keep the purchase probability on hot visits "
+                                 f"at 1 or less: {self.purchase_probability:g} x (1 + {self.hot_uplift:g})")
+        if self.visit_clicks < 1 or self.think_time <= timedelta(0):
+            raise LakehouseError("--visit-clicks must be at least 1 and --think-time above 0")
         special = self.late_fraction + self.duplicate_fraction + self.malformed_fraction
         if special > 0.5:
             raise LakehouseError(f"late, duplicate and malformed fractions add up to {special:g}; keep them at 0.5 or less")
@@ -119,6 +139,49 @@ def ordinary_page_ids(count: int) -> list[str]:
     return [f"/products/sku-{n:05d}" for n in range(1, count + 1)]
 
 
+@dataclass(order=True)
+class _Visit:
+    due_ms: int
+    user: str = field(compare=False)
+    carted: bool = field(default=False, compare=False)
+    saw_hot: bool = field(default=False, compare=False)
+
+
+class Visits:
+    """Who makes each click, and what kind of click it is (the module says how visits behave).
+
+    `next(at_ms, hot)` for each click in event-time order: the visitor whose next click is due by then
+    (the one due first), or a new visitor; and the click's eventType. Visitors are new users, named
+    `user-<prefix>-<n>`, so a visit is one user's only visit unless a think time outlasts a session's gap.
+    """
+
+    def __init__(self, spec: "TrafficSpec", rng: random.Random, prefix: str):
+        self._spec, self._rng, self._prefix = spec, rng, prefix
+        self._due: list[_Visit] = []
+        self._visitors = itertools.count()
+        self._think_ms = spec.think_time.total_seconds() * 1000
+
+    def next(self, at_ms: int, hot: bool) -> tuple[str | None, str]:
+        spec, rng = self._spec, self._rng
+        if rng.random() < spec.anonymous_fraction:
+            return None, "page_view"
+        if self._due and self._due[0].due_ms <= at_ms:
+            visit = heapq.heappop(self._due)
+        else:
+            visit = _Visit(0, f"user-{self._prefix}-{next(self._visitors)}")
+        visit.saw_hot |= hot
+        buys = spec.purchase_probability * (1 + spec.hot_uplift if visit.saw_hot else 1)
+        if visit.carted and rng.random() < buys:
+            return visit.user, "purchase"  # the visit ends with it
+        kind = "page_view"
+        if rng.random() < spec.cart_probability:
+            kind, visit.carted = "add_to_cart", True
+        if rng.random() >= 1 / spec.visit_clicks:
+            visit.due_ms = at_ms + max(1, round(rng.expovariate(1 / self._think_ms)))
+            heapq.heappush(self._due, visit)
+        return visit.user, kind
+
+
 class ClickGenerator:
     """An endless, deterministic stream of Kafka records (key, value, kind) for a TrafficSpec.
 
@@ -139,7 +202,7 @@ class ClickGenerator:
         self._ordinary = [page.encode() for page in ordinary_page_ids(spec.pages)]
         self._ordinary_cumulative = list(itertools.accumulate(self._ordinary_weights()))
         self._hot_share = spec.hot_rate_per_page * spec.hot_pages / spec.rate
-        self._users = max(10, spec.pages * 10)
+        self._visits = Visits(spec, self._rng, self._id_prefix)
         self._late_ms = tuple(round(bound.total_seconds() * 1000) for bound in spec.late_by)
         self._recent: deque[tuple[bytes, bytes]] = deque(maxlen=_DUPLICATE_MEMORY)
         self._second_cache: tuple[int, str] = (-1, "")
@@ -185,6 +248,7 @@ class ClickGenerator:
                 page = self._ordinary[bisect.bisect(self._ordinary_cumulative, rng.random() * self._ordinary_cumulative[-1])]
                 kind = "click"
             draw = rng.random()
+            user, event_type = self._visits.next(event_ms, kind == "hot")
             if draw < late_cut:
                 event_ms -= rng.randint(*self._late_ms)
                 kind = "late"
@@ -193,18 +257,19 @@ class ClickGenerator:
                 yield key, value, "duplicate"
                 continue
             elif draw < malformed_cut:
-                yield self._malformed(index, page, event_ms)
+                yield self._malformed(index, page, event_ms, user)
                 continue
-            value = self._event(index, page, event_ms)
+            value = self._event(index, page, event_ms, user, event_type)
             self._recent.append((page, value))
             yield page, value, kind
 
-    def _event(self, index: int, page: bytes, event_ms: int, event_id: str | None = None) -> bytes:
-        event_id = event_id if event_id is not None else f"{self._id_prefix}-{index:012d}"
-        user = self._rng.randrange(self._users)
+    def _event(self, index: int, page: bytes, event_ms: int, user: str | None, event_type: str = "page_view") -> bytes:
+        """The serializer's shape (shared.parsing's canonical lane): a page view without its eventType."""
+        user_field = "" if user is None else f',"userId":"{user}"'
+        type_field = "" if event_type == "page_view" else f',"eventType":"{event_type}"'
         return (
-            f'{{"eventId":"{event_id}","pageId":"{page.decode()}",'
-            f'"eventTime":"{self._iso(event_ms)}","userId":"user-{user}"}}'
+            f'{{"eventId":"{self._id_prefix}-{index:012d}","pageId":"{page.decode()}",'
+            f'"eventTime":"{self._iso(event_ms)}"{user_field}{type_field}}}'
         ).encode()
 
     def _iso(self, epoch_ms: int) -> str:
@@ -213,9 +278,9 @@ class ClickGenerator:
             self._second_cache = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
         return f"{self._second_cache[1]}.{millis:03d}Z"
 
-    def _malformed(self, index: int, page: bytes, event_ms: int) -> Record:
+    def _malformed(self, index: int, page: bytes, event_ms: int, user: str | None) -> Record:
         """One of the invalid shapes of the events contract, in turn, tagged with the reason it must get."""
-        good = self._event(index, page, event_ms)
+        good = self._event(index, page, event_ms, user or "user-anonymous")
         shapes = [
             (InvalidReason.NOT_JSON, good[: len(good) // 2]),
             (InvalidReason.NOT_OBJECT, b"[" + good + b"]"),

@@ -104,3 +104,62 @@ def test_late_events_from_config_are_beyond_the_fast_watermark_and_within_golds(
     earliest, latest = TrafficSpec.for_config(config, rate=1000).late_by
 
     assert earliest == timedelta(seconds=15) and latest == timedelta(minutes=5)
+
+
+def visits_of(records: list) -> dict[str, list[dict]]:
+    """userId -> its clicks (the JSON documents) in the order sent."""
+    by_user: dict[str, list[dict]] = {}
+    for _, value, _ in records:
+        body = json.loads(value)
+        by_user.setdefault(body.get("userId"), []).append(body)
+    return by_user
+
+
+def test_a_page_view_keeps_the_serializers_shape_and_carries_no_event_type():
+    [(_, value, kind)] = take(ClickGenerator(spec(hot_pages=0)), 1)
+
+    assert kind == "click" and set(json.loads(value)) == {"eventId", "pageId", "eventTime", "userId"}
+
+
+def test_visitors_click_a_think_time_apart_and_buy_only_after_carting():
+    records = take(ClickGenerator(spec(hot_pages=0, think_time=timedelta(seconds=2), visit_clicks=4,
+                                       cart_probability=0.2, purchase_probability=0.5)), 20_000)
+    by_user = visits_of(records)
+    kinds = Counter(body.get("eventType", "page_view") for clicks in by_user.values() for body in clicks)
+
+    assert 1.5 < len(records) / len(by_user) < 6, "a few clicks per visitor, not one each, not all"
+    assert kinds["add_to_cart"] > 2000 and kinds["purchase"] > 500
+    for clicks in by_user.values():
+        types = [body.get("eventType", "page_view") for body in clicks]
+        assert "purchase" not in types or "add_to_cart" in types[:types.index("purchase")], types
+        assert "purchase" not in types[:-1], "a purchase ends its visit"
+    gaps = [(datetime.fromisoformat(b["eventTime"]) - datetime.fromisoformat(a["eventTime"])).total_seconds()
+            for clicks in by_user.values() for a, b in zip(clicks, clicks[1:])]
+    assert 1.5 < sum(gaps) / len(gaps) < 2.5, "think times of 2 s on average"
+
+
+def test_visits_that_clicked_a_hot_page_buy_more_by_the_uplift():
+    def conversion(uplift: float) -> tuple[float, float]:
+        records = take(ClickGenerator(spec(rate=4000, hot_pages=1, think_time=timedelta(seconds=1), visit_clicks=6,
+                                           cart_probability=0.3, purchase_probability=0.3, hot_uplift=uplift)), 40_000)
+        bought = {True: [0, 0], False: [0, 0]}
+        for clicks in visits_of(records).values():
+            hot = any(body["pageId"].startswith("/promo/") for body in clicks)
+            bought[hot][0] += 1
+            bought[hot][1] += any(body.get("eventType") == "purchase" for body in clicks)
+        return bought[True][1] / bought[True][0], bought[False][1] / bought[False][0]
+
+    hot_plain, cold_plain = conversion(0.0)
+    hot_raised, cold_raised = conversion(1.0)
+
+    assert hot_raised > 1.3 * hot_plain and abs(cold_raised - cold_plain) < 0.02
+
+
+def test_anonymous_clicks_carry_no_user_and_impossible_visits_are_refused():
+    records = take(ClickGenerator(spec(hot_pages=0, anonymous_fraction=0.25)), 8000)
+
+    assert 0.22 < len(visits_of(records)[None]) / len(records) < 0.28
+    with pytest.raises(LakehouseError, match="--hot-uplift"):
+        ClickGenerator(spec(purchase_probability=0.6, hot_uplift=1.0))
+    with pytest.raises(LakehouseError, match="--cart-probability"):
+        ClickGenerator(spec(cart_probability=1.5))
