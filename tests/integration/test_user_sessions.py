@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
+import json
+
 import pytest
 
 from analytical import pipeline
 from analytical.gold_page_conversion import TABLE as PAGE_CONVERSION
 from analytical.gold_user_sessions import TABLE as USER_SESSIONS
-from tests.helpers import click, send
+from tests.helpers import click, lakehouse_here, send
 from tests.sessions_oracle import Event, hot_windows, page_conversion_of, sessions, sessions_of
 
 GAP_S, GAP_BY_TYPE_S = 30, {"purchase": 5}
@@ -80,3 +82,29 @@ def test_the_sessions_are_the_oracles_in_one_backfill_or_two(spark, configured, 
     assert conversion[("/b", ten, True)] == (1, 1), "u1 viewed /b while hot (v2 and n2) and bought after"
     assert (conversion[("/a", ten, False)], conversion[("/a", ten, True)]) == ((1, 1), (1, 0)), \
         "u1 viewed /a before it was hot and bought; u2 viewed it while hot (w1 and n1) and did not"
+
+    sessions_asked = ask(lake, "sessions")
+    assert sessions_asked == [{"day": "2026-11-22T00:00:00.000Z", "sessions": len(closed),
+                               "engagedSessions": sum(row[12] for row in closed),
+                               "engagedShare": sum(row[12] for row in closed) / len(closed),
+                               "convertedSessions": sum(row[11] for row in closed),
+                               "conversionRate": sum(row[11] for row in closed) / len(closed),
+                               "events": sum(row[4] for row in closed)}]
+    per_page: dict[str, list[int]] = {}
+    for (page, _, hot), (viewed, converted) in conversion.items():
+        cell = per_page.setdefault(page, [0, 0, 0, 0])
+        cell[0 if hot else 2] += viewed
+        cell[1 if hot else 3] += converted
+    expected = sorted(([page, *cell] for page, cell in per_page.items()), key=lambda r: (-r[1], -r[3], r[0]))
+    asked = ask(lake, "conversion", "--limit", "50")
+    assert [[row[key] for key in ("pageId", "hotSessions", "hotConverted", "otherSessions", "otherConverted")]
+            for row in asked] == expected
+    assert asked[0]["hotRate"] == expected[0][2] / expected[0][1]
+    assert ask(lake, "conversion", "--limit", "50", "--engine", "spark") == asked, "both engines, row for row"
+    assert ask(lake, "conversion", "--page", "/b") == [row for row in asked if row["pageId"] == "/b"]
+
+
+def ask(lake, *question: str) -> list[dict]:
+    done = lakehouse_here("query", *question, "--format", "json", "--set", f"storage.root={lake.storage.root}")
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
