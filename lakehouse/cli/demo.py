@@ -142,7 +142,7 @@ def _both_paths_under_traffic(spark, paths, seconds: float, rate: float, note) -
 
     config = paths.config
     options = ["--seconds", str(seconds), "--rate", str(rate), "--hot-pages", "3", "--late-fraction", "0.01",
-               "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005"]
+               "--duplicate-fraction", "0.01", "--malformed-fraction", "0.005", *VISITS]
     traffic: list[TrafficProcess] = []
     traffic_started: list[float] = []
     finished_at: list[float] = []
@@ -187,6 +187,12 @@ def _both_paths_under_traffic(spark, paths, seconds: float, rate: float, note) -
     return traffic[0].summary()
 
 
+#: The demo's visitors: a click every 2 s, a tenth of them add to cart, a fifth of those clicks buy after that,
+#: twice as often in a visit that clicked a hot page; 5% of clicks anonymous.
+VISITS = ("--think-time", "2", "--visit-clicks", "6", "--cart-probability", "0.1", "--purchase-probability", "0.2",
+          "--hot-uplift", "1.0", "--anonymous-fraction", "0.05")
+
+
 def _questions(spark, config: Config, note) -> str:
     """Steps 3 to 7: the backfill, the alerts and their time-to-alert, a trend, the expectations and the
     reconciliation, each as its command does it. Where the Data Docs are."""
@@ -216,6 +222,8 @@ def _questions(spark, config: Config, note) -> str:
     for row in rows:
         _say("   " + "  ".join(f"{key} {value}" for key, value in row.items()))
 
+    _conversion(spark, config)
+
     _say("\n== 6. the expectations (`lakehouse check`)")
     results, docs, skipped = check(spark, config, note)
     failed = [row for row in results if not row["success"]]
@@ -231,6 +239,31 @@ def _questions(spark, config: Config, note) -> str:
     return docs
 
 
+def _conversion(spark, config: Config) -> None:
+    """Step 5, continued: did the hot pages sell more? The sessions written so far (`lakehouse query sessions`),
+    the conversion of the pages viewed while hot against all views while not (`lakehouse query conversion`)."""
+    from pyspark.sql import functions as F
+
+    from analytical import gold_page_conversion, gold_user_sessions, trends
+
+    if not config.sessions.enabled:
+        return
+    _say("\n   sessions and conversion (`lakehouse query sessions`, `lakehouse query conversion --limit 3`): "
+         "a session is written once the watermark has passed its end")
+    sessions, _ = trends.answer(trends.on_spark(gold_user_sessions.TABLE.at(config.storage.root).read(spark), "sessions"))
+    for row in sessions:
+        _say(f"   {row['sessions']:,} sessions, {row['engagedShare']:.0%} engaged, {row['conversionRate']:.1%} converted")
+    cells = gold_page_conversion.TABLE.at(config.storage.root).read(spark)
+    for row in trends.answer(trends.on_spark(cells, "conversion", limit=3))[0]:
+        rate = f"{row['hotRate']:.1%}" if row["hotRate"] is not None else "-"
+        _say(f"   {row['pageId']:22s} viewed while hot by {row['hotSessions']:>6,} sessions, {rate} bought after")
+    totals = cells.groupBy("viewedWhileHot").agg(F.sum("sessions").alias("viewed"),
+                                                 F.sum("convertedSessions").alias("bought")).collect()
+    for hot, viewed, bought in sorted(totals, reverse=True):
+        _say(f"   every page {'while hot' if hot else 'while not'}: {viewed:,} session views, "
+             f"{bought / viewed:.1%} bought after")
+
+
 def _say_what_stays(config: Config, docs: str, log: DemoLog, took_s: float) -> None:
     profile = DEMO_PROFILE.relative_to(PROJECT_ROOT)
     _say(f"\ndemo done in {took_s:.0f} s. What it made stays for you to explore:")
@@ -238,6 +271,7 @@ def _say_what_stays(config: Config, docs: str, log: DemoLog, took_s: float) -> N
     _say(f"   Data Docs:  {docs}")
     _say(f"   its log:    {log.path}")
     _say(f"   ask it:     lakehouse query hot-windows --config {profile}")
+    _say(f"               lakehouse query conversion --config {profile}")
     _say(f"               lakehouse sql --config {profile} \"SELECT reason, count(*) FROM silver.quarantine GROUP BY reason\"")
     _say(f"   alerts:     lakehouse kafka start && lakehouse alerts --config {profile}   (the broker keeps its topics)")
     _say("   your own run, step by step: README.md, \"Your first run\"; the notebooks make their own "

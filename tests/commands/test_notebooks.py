@@ -52,7 +52,9 @@ def test_every_notebook_runs_top_to_bottom(broker_overrides, tmp_path, monkeypat
         return [output for cell in executed[name].cells for output in cell.get("outputs", [])
                 if kind in output.get("data", {})]
 
-    assert len([o for o in outputs("03_trends.ipynb", "image/png")]) == 2  # the bar chart and the heatmap
+    assert len([o for o in outputs("03_trends.ipynb", "image/png")]) == 3  # the bars, the heatmap, the conversion
+    conversion = outputs("03_trends.ipynb", "text/plain")[-1]["data"]["text/plain"]  # the conversion cell's rows
+    assert "'hotSessions'" in conversion and "/promo/flash-sale-" in conversion
     verdict = outputs("04_quality.ipynb", "text/plain")[-1]["data"]["text/plain"]  # the reconcile cell
     assert "'unexplained': 0" in verdict and "'consistent': True" in verdict
 
