@@ -17,7 +17,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from analytical.quality import Suite
-from analytical.registry import TABLES
+from analytical.registry import TABLES, written
 from analytical.tables import NoCommitYet, Table
 from shared.config import Config
 from shared.progress import tracked
@@ -42,9 +42,10 @@ def project_dir(config: Config) -> Path:
 
 
 def check(spark: SparkSession, config: Config, report: Report,
-          tables: Sequence[Table] = TABLES) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
-    """Validate every suite; (one row per expectation, the Data Docs index URL, why each suite that
-    was not validated was skipped: a table it reads has no commit yet).
+          tables: Sequence[Table] | None = None) -> tuple[list[dict[str, Any]], str, dict[str, str]]:
+    """Validate every suite of `tables` (default: those the configuration's streams write); (one row per
+    expectation, the Data Docs index URL, why each suite that was not validated was skipped: a table it
+    reads has no commit yet).
 
     A table with no commit is one a stream left before its first commit: the others are still checked."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "False")
@@ -62,7 +63,8 @@ def check(spark: SparkSession, config: Config, report: Report,
         return declared[str(table)].at(config.storage.root).read(spark)
 
     rows, skipped = [], {}
-    for suite in tracked(suites(config, tables), "check", unit="suites", detail=lambda suite: suite.table):
+    for suite in tracked(suites(config, written(config) if tables is None else tables), "check", unit="suites",
+                         detail=lambda suite: suite.table):
         try:
             frame = read(suite.table).transform(suite.derive)
             if suite.table_view is not None:

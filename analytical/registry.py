@@ -35,6 +35,11 @@ def running(config: Config, streams: tuple[Stream, ...] = STREAMS) -> tuple[Stre
     return tuple(stream for stream in streams if stream.enabled(config))
 
 
+def written(config: Config) -> tuple[Table, ...]:
+    """The tables the streams `config` runs write (TABLES without those of a stream it turns off)."""
+    return tuple(table for stream in running(config) for table in stream.writes)
+
+
 def rebuilt(streams: tuple[Stream, ...] = STREAMS) -> list[Stream]:
     """What a rebuild runs, in order: the medallion's query over bronze, then the streams that follow it."""
     return [medallion.REBUILD, *(stream for stream in streams if stream is not medallion.STREAM)]

@@ -53,7 +53,7 @@ def history(spark, broker_overrides, tmp_path_factory):
     """
     overrides = [*broker_overrides, f"kafka.topics.clicks=clicks-{uuid.uuid4().hex[:10]}",
                  f"storage.root={tmp_path_factory.mktemp('lakehouse')}", "spark.ui_enabled=false",
-                 "hot_pages.threshold=3"]
+                 "hot_pages.threshold=3", "sessions.enabled=true"]  # every stream, the sessions' included
     config = make_config(*overrides)
     ensure_topics(config.kafka, [config.kafka.topics.clicks])
     send(config,
@@ -159,8 +159,8 @@ def test_sql_gives_the_answer_spark_gives_now_and_at_an_older_version(spark, his
 
 
 def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads_few_files(spark, history):
-    """Its time: a second backfill of the four streams, then `maintain` as a user runs it (a console
-    script with a JVM of its own: OPTIMIZE, Z-order and VACUUM of five tables), then a trend by Spark;
+    """Its time: a second backfill of every stream, then `maintain` as a user runs it (a console
+    script with a JVM of its own: OPTIMIZE, Z-order and VACUUM of seven tables), then a trend by Spark;
     in a busy run, about two minutes."""
     config, history, _ = history
     again = json.loads(lakehouse(history, "analytical", "--available-now", "--format", "json").stdout)
@@ -170,7 +170,8 @@ def test_a_second_backfill_adds_nothing_then_maintain_compacts_and_a_trend_reads
     gold = next(row for row in result if row["table"] == "gold/page_clicks_5s")
     assert gold["zOrderBy"] == "windowStart" and gold["filesAfter"] < gold["filesBefore"]
     assert {row["table"] for row in result} == {"bronze/clicks", "silver/clicks", "silver/quarantine",
-                                                "gold/page_clicks_5s", "gold/page_clicks_hourly"}
+                                                "gold/page_clicks_5s", "gold/page_clicks_hourly",
+                                                "gold/user_sessions", "gold/page_conversion"}
     trend = lakehouse(history, "query", "trend", "--page", "/a", "--engine", "spark")
     files_read = int(re.search(r"(\d+) data files read", trend.stderr).group(1))
     assert 1 <= files_read <= gold["filesAfter"]
@@ -227,9 +228,9 @@ def _readme_sql_examples_answer_as_counted_by_hand(overrides: list[str]) -> None
          {"hourStart": day_one + timedelta(hours=11), "clicks": "5", "hotWindows": "1"}],  # /a 4 + /b 1
     ]
     # the medallion read the two clicks from the topic, the hourly stream the one window they made
-    # (gold/page_clicks_5s's change feed: s0 and s1 at 09:00:0x)
+    # (gold/page_clicks_5s's change feed: s0 and s1 at 09:00:0x), the sessions the two events from silver
     assert [(row["queryName"], row["records"], row["largestBatch"]) for row in answers[4]] == [
-        ("gold_page_clicks_hourly", "1", "1"), ("medallion", "2", "2")]
+        ("gold_page_clicks_hourly", "1", "1"), ("gold_user_sessions", "2", "2"), ("medallion", "2", "2")]
 
 
 def test_status_counts_each_querys_batches_of_the_last_minutes_in_every_format(spark, history):
