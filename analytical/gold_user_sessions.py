@@ -31,8 +31,7 @@ from analytical.gold_page_conversion import LAST_PURCHASE_AT, VISITS
 from analytical.quality import (FAILED_EXPECTATION, Suite, between, equal, metrics_name, not_null, passing, unique,
                                 with_expectations)
 from analytical.tables import Table
-from analytical.writes import Prune, Txn, cached, upsert
-from shared.checkpoints import query_id
+from analytical.writes import Prune, batch_txns, cached, upsert
 from shared.config import Config, SessionsConfig
 from shared.durations import spark_interval
 from shared.rule import with_event_time_watermark
@@ -150,12 +149,10 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
             .transform(with_expectations, TABLE.suite(config), policy, metrics_name(TABLE.key)))
     sessions_path = TABLE.at(target_root).create(spark, rows.drop(VISITS, LAST_PURCHASE_AT, FAILED_EXPECTATION).schema)
     conversion_path = gold_page_conversion.TABLE.at(target_root).create(spark, gold_page_conversion.TABLE.schema)
-    checkpoint = checkpoint_location(target_root, STREAM.name)
-    first_of_run = [True]
+    txn_of = batch_txns(spark, checkpoint_location(target_root, STREAM.name))
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
-        txn = Txn(query_id(spark, checkpoint), batch_id, may_be_written=first_of_run[0])
-        first_of_run[0] = False
+        txn = txn_of(batch_id)
         with cached(passing(batch, policy)) as sessions:
             upsert(sessions.drop(VISITS, LAST_PURCHASE_AT), sessions_path, KEYS, PRUNE)
             gold_page_conversion.add_sessions(sessions, config, source_root, conversion_path, txn)

@@ -24,8 +24,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
-from analytical.writes import Txn, cached, refuse_writes_of_another
-from shared.checkpoints import batch_watermark_ms, query_id
+from analytical.writes import batch_txns, cached, refuse_writes_of_another
+from shared.checkpoints import batch_watermark_ms
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.query_progress import BATCH_OBSERVATIONS
@@ -69,16 +69,14 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
             spark, rows.transform(silver_clicks.silver_clicks).transform(gold_page_clicks_5s.page_clicks_5s,
                                                                          config.hot_pages).schema)
         checkpoint = checkpoint_location(target_root, stream_name)
-        first_of_run = [True]
+        txn_of = batch_txns(spark, checkpoint)
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
-            query = query_id(spark, checkpoint)
+            txn = txn_of(batch_id)
             if batch_id == 0:
                 if bronze is not None:
-                    refuse_records_of_another_query(spark, bronze, query, checkpoint)
-                gold_page_clicks_5s.refuse_counts_of_another_query(spark, gold, query, checkpoint)
-            txn = Txn(query, batch_id, may_be_written=first_of_run[0])
-            first_of_run[0] = False
+                    refuse_records_of_another_query(spark, bronze, txn.app_id, checkpoint)
+                gold_page_clicks_5s.refuse_counts_of_another_query(spark, gold, txn.app_id, checkpoint)
             watermark = config.analytical.watermark
             with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
                 if bronze is not None:
@@ -87,7 +85,7 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
                     silver_clicks.write_batch(rows, new, clicks, quarantine, watermark, txn)
                     observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,
                                                               batch_watermark_ms(spark, checkpoint, batch_id))
-            BATCH_OBSERVATIONS.record(query, batch_id, observed)
+            BATCH_OBSERVATIONS.record(txn.app_id, batch_id, observed)
 
         return rows.writeStream.outputMode("append").foreachBatch(write_batch)
 

@@ -25,6 +25,7 @@ from pyspark.sql.types import TimestampType
 
 from analytical.quality import metrics_name, passing, with_expectations
 from analytical.tables import TableAt
+from shared.checkpoints import query_id
 from shared.config import Config
 from shared.errors import LakehouseError
 from shared.stream import Stream
@@ -128,6 +129,23 @@ class Txn:
         """Whether a commit's `userMetadata` names this app's write of an earlier version."""
         app, _, version = (user_metadata or "").rpartition("/")
         return app == self.app_id and version.isdigit() and int(version) < self.version
+
+
+def batch_txns(spark: SparkSession, checkpoint: str) -> Callable[[int], Txn]:
+    """batch id -> the `Txn` of that batch of the stream whose checkpoint is `checkpoint`: its query's id,
+    the batch id, and whether it may have been written before (the first batch of this run only).
+
+        txn_of = batch_txns(spark, checkpoint)   # where the writer is built
+        txn = txn_of(batch_id)                   # in foreachBatch
+    """
+    first_of_run = [True]
+
+    def txn_of(batch_id: int) -> Txn:
+        txn = Txn(query_id(spark, checkpoint), batch_id, may_be_written=first_of_run[0])
+        first_of_run[0] = False
+        return txn
+
+    return txn_of
 
 
 #: How many of a table's newest commits `commit_of` reads first; each further round reads this many
