@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from analytical import bronze_clicks, medallion
-from analytical.registry import check_policies, rebuilt, running
+from analytical.registry import STREAMS, check_policies, rebuilt, running
 from analytical.tables import delete_path, move_path
 from shared.config import Config
 from shared.durations import spark_interval
@@ -147,7 +147,7 @@ def rebuild(spark: SparkSession, config: Config, report: Report,
                              "first")
     _refuse_an_unfinished_batch(spark, config)
     delete_path(spark, staging)
-    building = rebuilt(running(config) if streams is None else streams)
+    building = rebuilt(running(config, STREAMS if streams is None else tuple(streams)))
     runs = []
     with StopRequest() as stop:
         for built, stream in enumerate(building, start=1):

@@ -12,7 +12,7 @@ from pathlib import Path
 from analytical import pipeline
 from analytical.delta_log import NO_COMMIT_YET
 from analytical.gold_page_clicks_hourly import TABLE as GOLD_PAGE_CLICKS_HOURLY
-from analytical.registry import STREAMS
+from analytical.registry import running
 from shared.kafka import ensure_topics
 from tests.helpers import click, lakehouse_here, send
 
@@ -24,7 +24,7 @@ def test_a_table_without_a_commit_is_named_in_one_line_and_every_other_table_sti
     send(config, *(click(f"{page}-{n}", page, f"10:00:0{n}.000") for page, count in sent.items()
                    for n in range(count)))
     # Every stream but the hourly gold one commits; that one is left as a failed first start leaves it.
-    pipeline.backfill(spark, config, lambda line: None, [stream for stream in STREAMS
+    pipeline.backfill(spark, config, lambda line: None, [stream for stream in running(config)
                                                          if GOLD_PAGE_CLICKS_HOURLY not in stream.writes])
     (Path(config.path(str(GOLD_PAGE_CLICKS_HOURLY))) / "_delta_log" / "_staged_commits").mkdir(parents=True)
     settings = [f"--set={item}" for item in config_overrides]
