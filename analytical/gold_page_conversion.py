@@ -84,10 +84,11 @@ def add_sessions(sessions: DataFrame, config: Config, windows_root: str, path: s
     """Add a batch of written sessions (with VISITS and LAST_PURCHASE_AT) to the table at `path`, once per
     `txn`; the hot windows from gold/page_clicks_5s under `windows_root`, read in the views' range only."""
     spark = sessions.sparkSession
-    views = sessions.transform(first_views)
-    bounds = views.agg(F.min("firstViewAt"), F.max("firstViewAt")).first()
+    # every first view lies within its session: the sessions' own bounds, without exploding them twice
+    bounds = sessions.agg(F.min("sessionStart"), F.max("lastEventTime")).first()
     if bounds[0] is None:
         return
+    views = sessions.transform(first_views)
     window = F.expr(f"INTERVAL {spark_interval(config.hot_pages.window)}")
     windows = gold_page_clicks_5s.TABLE.at(windows_root).read(spark).where(
         F.col("windowStart").between(F.lit(bounds[0]) - window, F.lit(bounds[1])))
