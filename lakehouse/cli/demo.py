@@ -187,9 +187,9 @@ def _both_paths_under_traffic(spark, paths, seconds: float, rate: float, note) -
     return traffic[0].summary()
 
 
-#: The demo's visitors: a click every 2 s, a tenth of them add to cart, a fifth of those clicks buy after that,
+#: The demo's visitors: a click every 2 s, a tenth of them add to cart, a tenth of the clicks after that buy,
 #: twice as often in a visit that clicked a hot page; 5% of clicks anonymous.
-VISITS = ("--think-time", "2", "--visit-clicks", "6", "--cart-probability", "0.1", "--purchase-probability", "0.2",
+VISITS = ("--think-time", "2", "--visit-clicks", "6", "--cart-probability", "0.1", "--purchase-probability", "0.1",
           "--hot-uplift", "1.0", "--anonymous-fraction", "0.05")
 
 

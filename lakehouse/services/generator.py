@@ -153,22 +153,29 @@ class Visits:
     `next(at_ms, hot)` for each click in event-time order: the visitor whose next click is due by then
     (the one due first), or a new visitor; and the click's eventType. Visitors are new users, named
     `user-<prefix>-<n>`, so a visit is one user's only visit unless a think time outlasts a session's gap.
+    A visitor who has clicked a hot page stays with the hot pages (the sale is what they came for), so
+    the visits that saw one and those that did not stay apart, as the uplift then shows.
     """
 
     def __init__(self, spec: "TrafficSpec", rng: random.Random, prefix: str):
         self._spec, self._rng, self._prefix = spec, rng, prefix
-        self._due: list[_Visit] = []
+        self._due: dict[bool, list[_Visit]] = {False: [], True: []}  # by whether the visit saw a hot page
         self._visitors = itertools.count()
         self._think_ms = spec.think_time.total_seconds() * 1000
+
+    def _due_visit(self, at_ms: int, hot: bool) -> _Visit:
+        """The visit due first of those a click on a hot page (or not) may continue, or a new one."""
+        for saw_hot in ((True, False) if hot else (False,)):
+            due = self._due[saw_hot]
+            if due and due[0].due_ms <= at_ms:
+                return heapq.heappop(due)
+        return _Visit(0, f"user-{self._prefix}-{next(self._visitors)}")
 
     def next(self, at_ms: int, hot: bool) -> tuple[str | None, str]:
         spec, rng = self._spec, self._rng
         if rng.random() < spec.anonymous_fraction:
             return None, "page_view"
-        if self._due and self._due[0].due_ms <= at_ms:
-            visit = heapq.heappop(self._due)
-        else:
-            visit = _Visit(0, f"user-{self._prefix}-{next(self._visitors)}")
+        visit = self._due_visit(at_ms, hot)
         visit.saw_hot |= hot
         buys = spec.purchase_probability * (1 + spec.hot_uplift if visit.saw_hot else 1)
         if visit.carted and rng.random() < buys:
@@ -178,7 +185,7 @@ class Visits:
             kind, visit.carted = "add_to_cart", True
         if rng.random() >= 1 / spec.visit_clicks:
             visit.due_ms = at_ms + max(1, round(rng.expovariate(1 / self._think_ms)))
-            heapq.heappush(self._due, visit)
+            heapq.heappush(self._due[visit.saw_hot], visit)
         return visit.user, kind
 
 

@@ -141,7 +141,7 @@ def test_visitors_click_a_think_time_apart_and_buy_only_after_carting():
 def test_visits_that_clicked_a_hot_page_buy_more_by_the_uplift():
     def conversion(uplift: float) -> tuple[float, float]:
         records = take(ClickGenerator(spec(rate=4000, hot_pages=1, think_time=timedelta(seconds=1), visit_clicks=6,
-                                           cart_probability=0.3, purchase_probability=0.3, hot_uplift=uplift)), 40_000)
+                                           cart_probability=0.3, purchase_probability=0.1, hot_uplift=uplift)), 40_000)
         bought = {True: [0, 0], False: [0, 0]}
         for clicks in visits_of(records).values():
             hot = any(body["pageId"].startswith("/promo/") for body in clicks)
