@@ -69,6 +69,8 @@ class Question:
     sql: str
     parameters: tuple[str, ...] = ()
     table: str = GOLD_PAGE_CLICKS_5S
+    #: Those of `parameters` it may be asked without (NULL: every page).
+    optional: tuple[str, ...] = ()
 
 
 QUESTIONS: dict[str, Question] = {
@@ -94,7 +96,7 @@ QUESTIONS: dict[str, Question] = {
         f"{_when_hot(False, 'convertedSessions')} AS otherConverted FROM {{table}} "
         f"WHERE {_in_range('hourStart')} AND (:page IS NULL OR pageId = :page) GROUP BY pageId) "
         "ORDER BY hotSessions DESC, otherSessions DESC, pageId LIMIT :limit", ("limit", "page"),
-        table=GOLD_PAGE_CONVERSION),
+        table=GOLD_PAGE_CONVERSION, optional=("page",)),
 }
 
 
@@ -102,15 +104,10 @@ def parameters(name: str, start: datetime | None = None, end: datetime | None = 
                **values: Any) -> dict[str, Any]:
     """The named values question `name` takes; a missing one is a TypeError naming it."""
     question = QUESTIONS[name]
-    missing = [key for key in question.parameters if values.get(key) is None and key not in optional(name)]
+    missing = [key for key in question.parameters if values.get(key) is None and key not in question.optional]
     if missing:
         raise TypeError(f"{name} needs {', '.join(missing)}")
     return {"start": start, "end": end, **{key: values.get(key) for key in question.parameters}}
-
-
-def optional(name: str) -> frozenset[str]:
-    """The parameters question `name` may leave NULL: the conversion's page (every page)."""
-    return frozenset({"page"}) if name == "conversion" else frozenset()
 
 
 def on_spark(table: DataFrame, name: str, start: datetime | None = None, end: datetime | None = None,
