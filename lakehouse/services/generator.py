@@ -139,12 +139,13 @@ def ordinary_page_ids(count: int) -> list[str]:
     return [f"/products/sku-{n:05d}" for n in range(1, count + 1)]
 
 
-@dataclass(order=True)
 class _Visit:
-    due_ms: int
-    user: str = field(compare=False)
-    carted: bool = field(default=False, compare=False)
-    saw_hot: bool = field(default=False, compare=False)
+    """One visitor's visit in progress."""
+
+    __slots__ = ("user", "carted", "saw_hot")
+
+    def __init__(self, user: str):
+        self.user, self.carted, self.saw_hot = user, False, False
 
 
 class Visits:
@@ -159,33 +160,34 @@ class Visits:
 
     def __init__(self, spec: "TrafficSpec", rng: random.Random, prefix: str):
         self._spec, self._rng, self._prefix = spec, rng, prefix
-        self._due: dict[bool, list[_Visit]] = {False: [], True: []}  # by whether the visit saw a hot page
+        #: (due ms, visitor number, visit), heaps on the first two: the visits that saw a hot page, the others
+        self._hot: list[tuple[int, int, _Visit]] = []
+        self._other: list[tuple[int, int, _Visit]] = []
         self._visitors = itertools.count()
-        self._think_ms = spec.think_time.total_seconds() * 1000
-
-    def _due_visit(self, at_ms: int, hot: bool) -> _Visit:
-        """The visit due first of those a click on a hot page (or not) may continue, or a new one."""
-        for saw_hot in ((True, False) if hot else (False,)):
-            due = self._due[saw_hot]
-            if due and due[0].due_ms <= at_ms:
-                return heapq.heappop(due)
-        return _Visit(0, f"user-{self._prefix}-{next(self._visitors)}")
+        self._think_rate = 1 / (spec.think_time.total_seconds() * 1000)
+        self._ends = 1 / spec.visit_clicks
 
     def next(self, at_ms: int, hot: bool) -> tuple[str | None, str]:
         spec, rng = self._spec, self._rng
-        if rng.random() < spec.anonymous_fraction:
+        if spec.anonymous_fraction and rng.random() < spec.anonymous_fraction:
             return None, "page_view"
-        visit = self._due_visit(at_ms, hot)
+        hot_due, other_due = self._hot, self._other
+        if hot and hot_due and hot_due[0][0] <= at_ms:
+            _, number, visit = heapq.heappop(hot_due)
+        elif other_due and other_due[0][0] <= at_ms:  # a click on a hot page may be an ordinary visitor's
+            _, number, visit = heapq.heappop(other_due)
+        else:
+            number = next(self._visitors)
+            visit = _Visit(f"user-{self._prefix}-{number}")
         visit.saw_hot |= hot
-        buys = spec.purchase_probability * (1 + spec.hot_uplift if visit.saw_hot else 1)
-        if visit.carted and rng.random() < buys:
+        if visit.carted and rng.random() < spec.purchase_probability * (1 + spec.hot_uplift if visit.saw_hot else 1):
             return visit.user, "purchase"  # the visit ends with it
         kind = "page_view"
-        if rng.random() < spec.cart_probability:
+        if spec.cart_probability and rng.random() < spec.cart_probability:
             kind, visit.carted = "add_to_cart", True
-        if rng.random() >= 1 / spec.visit_clicks:
-            visit.due_ms = at_ms + max(1, round(rng.expovariate(1 / self._think_ms)))
-            heapq.heappush(self._due[visit.saw_hot], visit)
+        if rng.random() >= self._ends:
+            due_ms = at_ms + max(1, round(rng.expovariate(self._think_rate)))
+            heapq.heappush(hot_due if visit.saw_hot else other_due, (due_ms, number, visit))
         return visit.user, kind
 
 
