@@ -30,7 +30,7 @@ from analytical.bronze_clicks import KAFKA_TIMESTAMP
 from analytical.quality import (Suite, between, equal, expectation_metrics, metrics_name, not_null, passing, unique,
                                 with_failed_expectation)
 from analytical.tables import Table
-from analytical.writes import Prune, Txn, cached, refuse_writes_of_another, upsert
+from analytical.writes import Prune, Txn, cached, counts_added, refuse_writes_of_another, upsert
 from shared.config import Config, HotPagesConfig
 from shared.query_progress import ARRIVAL_METRICS, ARRIVAL_QUANTILES, LATE_METRICS
 from shared.rule import count_clicks_per_window, is_closed, is_hot, mark_hot, with_event_time_watermark
@@ -92,10 +92,7 @@ def add_counts(held: DataFrame, batch: DataFrame, threshold: int) -> DataFrame:
 
         held (/a, 10:00:00, 4), batch (/a, 10:00:00, 2) and (/b, 10:00:00, 1) -> (/a, 6), (/b, 1)
     """
-    summed = (held.alias("t").join(batch.alias("s"), list(KEYS), "full_outer")
-              .select(*KEYS, F.coalesce("s.windowEnd", "t.windowEnd").alias("windowEnd"),
-                      (F.coalesce("t.clickCount", F.lit(0)) + F.coalesce("s.clickCount", F.lit(0))).alias("clickCount")))
-    return summed.transform(mark_hot, threshold)
+    return counts_added(held, batch, KEYS, ("clickCount",), carried=("windowEnd",)).transform(mark_hot, threshold)
 
 
 def refuse_counts_of_another_query(spark: SparkSession, path: str, query: str, checkpoint: str) -> None:

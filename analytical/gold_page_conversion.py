@@ -28,7 +28,7 @@ from pyspark.sql.types import BooleanType, LongType, StringType, StructField, St
 from analytical import gold_page_clicks_5s
 from analytical.quality import Suite, between, not_null, unique
 from analytical.tables import Table
-from analytical.writes import Prune, Txn, upsert
+from analytical.writes import Prune, Txn, counts_added, upsert
 from shared.config import Config
 from shared.durations import spark_interval
 from shared.rule import assign_window
@@ -73,13 +73,6 @@ def page_conversion(views: DataFrame) -> DataFrame:
             .agg(F.count(F.lit(1)).alias("sessions"), F.count_if("converted").alias("convertedSessions")))
 
 
-def add_counts(held: DataFrame, batch: DataFrame) -> DataFrame:
-    """The table's rows (`held`) with a batch's counts added, its new rows included."""
-    return (held.alias("t").join(batch.alias("s"), list(KEYS), "full_outer")
-            .select(*KEYS, *((F.coalesce(f"t.{name}", F.lit(0)) + F.coalesce(f"s.{name}", F.lit(0))).alias(name)
-                             for name in ("sessions", "convertedSessions"))))
-
-
 def add_sessions(sessions: DataFrame, config: Config, windows_root: str, path: str, txn: Txn) -> None:
     """Add a batch of written sessions (with VISITS and LAST_PURCHASE_AT) to the table at `path`, once per
     `txn`; the hot windows from gold/page_clicks_5s under `windows_root`, read in the views' range only."""
@@ -93,7 +86,8 @@ def add_sessions(sessions: DataFrame, config: Config, windows_root: str, path: s
     windows = gold_page_clicks_5s.TABLE.at(windows_root).read(spark).where(
         F.col("windowStart").between(F.lit(bounds[0]) - window, F.lit(bounds[1])))
     counts = views.transform(while_hot, windows, config).transform(page_conversion)
-    upsert(counts, path, KEYS, PRUNE, combine=add_counts, txn=txn)
+    upsert(counts, path, KEYS, PRUNE, txn=txn,
+           combine=lambda held, batch: counts_added(held, batch, KEYS, ("sessions", "convertedSessions")))
 
 
 def suite(config: Config) -> Suite:

@@ -37,7 +37,6 @@ from shared.durations import spark_interval
 from shared.rule import with_event_time_watermark
 from shared.schema import EventType
 from shared.storage import checkpoint_location
-from shared.stream import Stream
 
 KEYS = ("userId", "sessionStart")
 PRUNE = Prune("sessionStart", "sessionStart")
@@ -203,7 +202,5 @@ TABLE = Table(
     expectations=suite,
     policy="fail",
 )
-#: Named after its first table, as a stream that writes one is (Table.stream).
-STREAM = Stream(TABLE.key, TABLE.layer, writer, trigger=lambda config: config.analytical.triggers.gold,
-                lateness=lambda config: config.analytical.watermark, writes=(TABLE, gold_page_conversion.TABLE),
-                enabled=lambda config: config.sessions.enabled)
+STREAM = TABLE.stream(writer, enabled=lambda config: config.sessions.enabled,
+                      also_writes=(gold_page_conversion.TABLE,))

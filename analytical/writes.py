@@ -246,6 +246,20 @@ def upsert(batch: DataFrame, path: str, keys: tuple[str, ...], prune: Prune,
     _write(written, path, prune, replace_where=cells, txn=txn)
 
 
+def counts_added(held: DataFrame, batch: DataFrame, keys: tuple[str, ...], counts: tuple[str, ...],
+                 carried: tuple[str, ...] = ()) -> DataFrame:
+    """An `upsert`'s `combine` for tables of counts: the table's rows of the cells (`held`) with the batch's
+    `counts` added key by key, the batch's new keys included; `carried` columns taken from the batch where
+    it has the key, else from the table.
+
+        held (/a, 10:00:00, 4), batch (/a, 10:00:00, 2) and (/b, 10:00:00, 1) -> (/a, 6), (/b, 1)
+    """
+    return (held.alias("t").join(batch.alias("s"), list(keys), "full_outer")
+            .select(*keys, *(F.coalesce(f"s.{name}", f"t.{name}").alias(name) for name in carried),
+                    *((F.coalesce(f"t.{name}", F.lit(0)) + F.coalesce(f"s.{name}", F.lit(0))).alias(name)
+                      for name in counts)))
+
+
 def same_keys(keys: tuple[str, ...]) -> str:
     """SQL on t = table, s = batch: the `keys` columns equal on both sides.
 
