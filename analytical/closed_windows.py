@@ -56,10 +56,8 @@ def fast_path_still_counting(spark: SparkSession, config: Config, history: FastP
 def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: dict[int, int] | None) -> str | None:
     """Why gold may still change the count of a window silver's newest event has not closed; None
     when it cannot: the medallion is stopped, its query read every click on the topic and finished
-    its last batch."""
-    from analytical.registry import STREAMS
-
-    running = next(filter(None, (_running(spark, config, stream.name) for stream in STREAMS)), None)
+    its last batch. Only that query writes gold's windows: the streams that follow it do not count."""
+    running = _running(spark, config, medallion.STREAM.name)
     if running:
         return (f"the medallion {_is_running(running)}: clicks in silver past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s close it")
