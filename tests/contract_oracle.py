@@ -150,6 +150,13 @@ def event_type(document: dict) -> str:
     return given if isinstance(given, str) and given.strip(JSON_WHITESPACE) else "page_view"
 
 
+def user_id(document: dict) -> str | None:
+    """A valid event's userId (CONTRACT.md, "Events"): a string as given, a number as its JSON text, None when
+    absent or null."""
+    given = document.get("userId")
+    return None if given is None else _as_text(given)
+
+
 def highest_alert(count: int, threshold: int, real_time: bool) -> int | None:
     """The clickCount of the highest alert record the fast path writes for a window once it has counted
     `count` distinct eventIds (CONTRACT.md, "Alerts"); None when the window is not hot (count <= threshold).

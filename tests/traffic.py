@@ -91,38 +91,50 @@ class Traffic(threading.Thread):
     """Clicks in real time until stopped, at about `rate` records per second.
 
     Per second: `hot_rate` clicks on the hot page (a multiple of 10), the rest spread over `pages` ordinary pages,
-    and a share of duplicates (a recent record's exact bytes again), late events (30 s old, on
-    ordinary pages) and hostile records. Sends go through the project's producer (librdkafka), which
+    and a share of duplicates (a recent record's exact bytes again), late events (`late_by_s` old,
+    on ordinary pages) and hostile records. With `users`, most valid clicks carry one of that many userIds
+    and an eventType (a page view, given or left out, an add-to-cart or a purchase), so that the users'
+    sessions are many and short. Sends go through the project's producer (librdkafka), which
     retries through a broker restart; records whose send failed for good are counted, and the truth is
     taken from the topic, not from this thread's intentions.
     """
 
     def __init__(self, kafka_config, topic: str, *, rate: int = 100, hot_rate: int = 20, pages: int = 200,
-                 duplicate: float = 0.02, late: float = 0.01, hostile_share: float = 0.03, seed: int = 12):
+                 duplicate: float = 0.02, late: float = 0.01, hostile_share: float = 0.03, late_by_s: int = 30,
+                 users: int = 0, seed: int = 12):
         super().__init__(daemon=True)
         from shared.kafka import producer_for
 
         self.producer = producer_for(kafka_config, **{"acks": "all", "reconnect.backoff.max.ms": 1000, "linger.ms": 5})
         self.topic, self.rate, self.hot_rate, self.pages = topic, rate, hot_rate, pages
-        self.duplicate, self.late, self.hostile_share = duplicate, late, hostile_share
+        self.duplicate, self.late, self.hostile_share, self.users = duplicate, late, hostile_share, users
+        self.late_by_micros = late_by_s * 1_000_000
         self.rng = random.Random(seed)
         self.stopping = threading.Event()
         self.sent = 0
         self.failed = 0
         self._recent: list[bytes] = []
 
+    def _visit(self) -> dict:
+        """A click's userId and eventType: none without `users`, else a tenth anonymous."""
+        rng = self.rng
+        if not self.users or rng.random() < 0.1:
+            return {}
+        kind = rng.choices(("page_view", None, "add_to_cart", "purchase"), weights=(40, 40, 15, 5))[0]
+        return {"userId": f"u{rng.randrange(self.users)}", **({"eventType": kind} if kind else {})}
+
     def _one(self, index: int) -> bytes | None:
         rng, now = self.rng, now_micros()
         if index < self.hot_rate / 10:
-            return click(HOT_PAGE, now)
+            return click(HOT_PAGE, now, **self._visit())
         draw = rng.random()
         if draw < self.duplicate and self._recent:
             return rng.choice(self._recent)
         if draw < self.duplicate + self.late:
-            return click(f"/p{rng.randrange(self.pages)}", now - 30_000_000)
+            return click(f"/p{rng.randrange(self.pages)}", now - self.late_by_micros, **self._visit())
         if draw < self.duplicate + self.late + self.hostile_share:
             return hostile(rng)
-        return click(f"/p{rng.randrange(self.pages)}", now)
+        return click(f"/p{rng.randrange(self.pages)}", now, **self._visit())
 
     def run(self) -> None:
         per_tick = self.rate // 10

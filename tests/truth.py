@@ -13,8 +13,10 @@ from __future__ import annotations
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
-from tests.contract_oracle import Bounds, event_time_micros, expected_reason, highest_alert
+from tests.contract_oracle import Bounds, event_time_micros, event_type, expected_reason, highest_alert, user_id
+from tests.sessions_oracle import Event
 from tests.helpers import wait_for
 from tests.topics import Record, read_to_end
 
@@ -34,6 +36,7 @@ class Truth:
     invalid: dict[tuple[int, int], str] = field(default_factory=dict)  # -> the oracle's reason
     events: dict[str, tuple[str, int]] = field(default_factory=dict)  # eventId -> (pageId, eventTime micros)
     windows: dict[tuple[str, int], int] = field(default_factory=dict)  # (pageId, window start micros) -> count
+    visits: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # eventId -> (userId, eventType)
     #: (pageId, window start micros) -> the fast path's count as (low, high): the distinct eventIds of the
     #: window's clicks sent on time, and of all its clicks (a copy counts again in another page or window)
     fast_path: dict[tuple[str, int], tuple[int, int]] = field(default_factory=dict)
@@ -57,10 +60,19 @@ class Truth:
             if event_id in truth.events:
                 continue
             truth.events[event_id] = (page, at)
+            truth.visits[event_id] = (user_id(body), event_type(body))
             counts[(page, at - at % WINDOW_MICROS)] += 1
         truth.windows = dict(counts)
         truth.fast_path = _fast_path_counts(clicks)
         return truth
+
+    def session_events(self) -> list[Event]:
+        """The distinct valid events as tests/sessions_oracle.py reads them."""
+        return [Event(event_id, page, datetime(1970, 1, 1) + timedelta(microseconds=at), *self.visits[event_id])
+                for event_id, (page, at) in self.events.items()]
+
+    def newest_event_time(self) -> datetime:
+        return datetime(1970, 1, 1) + timedelta(microseconds=max(at for _, at in self.events.values()))
 
     def hot(self, threshold: int) -> dict[tuple[str, int], int]:
         return {key: count for key, count in self.windows.items() if count > threshold}

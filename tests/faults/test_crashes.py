@@ -6,7 +6,8 @@ and every table and alert checked against a truth the test computes from what th
     resume from the fast path's checkpoint), and the broker is killed with SIGKILL and started again
     in between, under a running fast path;
     then the traffic stops, the last run stops cleanly, a backfill runs and `lakehouse reconcile`
-    must explain every difference. The moments come from a seed the test prints; set
+    must explain every difference; the users' closed sessions and the conversion per page must be
+    exactly what tests/sessions_oracle.py reads from the topic's events. The moments come from a seed the test prints; set
     LAKEHOUSE_FAULT_SEED to it to replay the schedule.
   - 10,000 hostile records reach the fast path in micro-batch mode, then a window turns hot in real
     time (the same in real-time mode: tests/realtime/test_hostile_input.py).
@@ -27,6 +28,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -34,9 +36,13 @@ import pytest
 from analytical import pipeline
 from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
 from analytical.gold_page_clicks_5s import TABLE as GOLD_PAGE_CLICKS_5S
+from analytical.gold_page_conversion import TABLE as PAGE_CONVERSION
+from analytical.gold_user_sessions import STREAM as USER_SESSIONS_STREAM
+from analytical.gold_user_sessions import TABLE as USER_SESSIONS
 from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from operational import hot_pages
+from shared.checkpoints import read_checkpoint_log
 from shared.config_loading import with_overrides
 from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
@@ -44,6 +50,7 @@ from lakehouse.monitoring.running_queries import running_queries
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import make_config
 from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
+from tests.sessions_oracle import hot_windows, page_conversion_of, sessions, sessions_of
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
 from tests.topics import alert_records, read_to_end
 from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, wait_for
@@ -61,6 +68,12 @@ BATCH_S = 5
 #: around and after committed batches, which a restart resumes from.
 NEMESIS = ("run while it starts", "broker", "run", "run")
 KILL_WITHIN_S = 2.5 * BATCH_S
+#: Sessions of a few seconds (`Traffic`'s 300 users click every 3 s or so), written once the medallion's
+#: watermark, half a minute behind the newest event, has passed their end: those of the traffic's first
+#: half. Its late events are 15 s late, well within that watermark.
+GAP_S, PURCHASE_GAP_S, USERS, WATERMARK_S, LATE_BY_S = 5, 2, 300, 30, 15
+SESSIONS = ("sessions.enabled=true", f"sessions.gap={GAP_S} seconds",
+            f"sessions.gap_by_event_type={{purchase: {PURCHASE_GAP_S} seconds}}")
 #: What run's log says once the fast path's query runs.
 FAST_PATH_STARTED = "[hot_pages] started"
 
@@ -82,7 +95,9 @@ def options(config_overrides, *more: str) -> list[str]:
         "operational.trigger=1 second", "analytical.niceness=0",
         # The fast path as shipped, in real-time mode (its own runtime, a child of run), with batches
         # short enough that kills fall before, inside and after committed batches.
-        "operational.mode=real-time", f"operational.real_time.checkpoint_interval={BATCH_S} seconds", *more)]
+        "operational.mode=real-time", f"operational.real_time.checkpoint_interval={BATCH_S} seconds",
+        # The sessions too, short enough that those of the run's first minute close before it ends.
+        *SESSIONS, f"analytical.watermark={WATERMARK_S} seconds", *more)]
 
 
 # -- processes -------------------------------------------------------------------------------
@@ -122,7 +137,31 @@ def assert_the_medallion_equals_the_truth(spark, config, truth: Truth) -> dict:
     gold = {(r.pageId, int(r.windowStart.timestamp()) * 1_000_000): r.clickCount
             for r in GOLD_PAGE_CLICKS_5S.at(root).read(spark).collect()}
     assert gold == truth.windows, "gold is not the recount of the distinct valid events"
-    return {"bronze": len(bronze), "silver": len(silver), "quarantine": len(quarantine), "gold_windows": len(gold)}
+    return {"bronze": len(bronze), "silver": len(silver), "quarantine": len(quarantine), "gold_windows": len(gold),
+            **assert_the_sessions_equal_the_truth(spark, config, truth)}
+
+
+def assert_the_sessions_equal_the_truth(spark, config, truth: Truth) -> dict:
+    """gold/user_sessions and gold/page_conversion: every field of the sessions that ended at or before the
+    watermark the sessions' query last ran under, by tests/sessions_oracle.py. That watermark trails the
+    newest event by the medallion's watermark, or by more when the query stopped before the batch that
+    applies the newest one (a restart runs that batch only once new events come)."""
+    root, events = config.storage.root, truth.session_events()
+    applied = read_checkpoint_log(spark, config.checkpoint(USER_SESSIONS_STREAM.name)).last_committed.watermark_ms
+    watermark = datetime(1970, 1, 1) + timedelta(milliseconds=applied)
+    assert watermark <= truth.newest_event_time() - timedelta(seconds=WATERMARK_S), "a watermark ahead of the events"
+    gaps = (GAP_S, {"purchase": PURCHASE_GAP_S})
+    closed = [(session, end) for session, end in sessions(events, *gaps) if end <= watermark]
+    rows = {tuple(row) for row in USER_SESSIONS.at(root).read(spark).collect()}
+    expected = {row for row in sessions_of(events, *gaps, engaged_after_s=10, engaged_page_views=2) if row[2] <= watermark}
+    assert rows == expected, (f"sessions: {len(rows - expected)} written that the oracle has not, "
+                              f"{len(expected - rows)} of the oracle's missing: {sorted(rows ^ expected)[:6]}")
+    conversion = {(row.pageId, row.hourStart, row.viewedWhileHot): (row.sessions, row.convertedSessions)
+                  for row in PAGE_CONVERSION.at(root).read(spark).collect()}
+    assert conversion == page_conversion_of(closed, hot_windows(events, THRESHOLD)), "page conversion"
+    assert rows, "no session closed: the test would hold nothing"
+    return {"sessions": len(rows), "converted_sessions": sum(row[11] for row in rows),
+            "sessions_open_at_the_end": len(sessions(events, *gaps)) - len(closed)}
 
 
 # -- the tests -------------------------------------------------------------------------------
@@ -150,7 +189,7 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     real_time = settings.operational.mode == "real-time"
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     broker = EmbeddedBroker(make_config(*broker_overrides), log=lambda message: None)
-    traffic = Traffic(config.kafka, config.kafka.topics.clicks)
+    traffic = Traffic(config.kafka, config.kafka.topics.clicks, users=USERS, late_by_s=LATE_BY_S)
     rng = random.Random(seed)
     ended_within: list[float] = []
     moments: list[str] = []
