@@ -15,8 +15,9 @@ Silver holds each event once, so a copy is never counted twice; an event without
 sessionized and is left out (`anonymous_events` observes how many each batch read). The watermark is
 `analytical.watermark`, as gold's: a late event within it still joins or extends its session, and a
 session is written only when no event within the watermark can change it, so a row here is final. A
-backfill and a live run therefore write the same rows, and a replayed batch rewrites the same rows
-(analytical.writes.upsert on userId and sessionStart).
+backfill and a live run therefore write the same rows. A session is written once, so each batch's are
+appended, once per batch (a Txn): a replayed batch adds nothing, and a live batch writes only its own
+sessions, however many the table holds of the minutes they started in.
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ from analytical.gold_page_conversion import LAST_PURCHASE_AT, VISITS
 from analytical.quality import (FAILED_EXPECTATION, Suite, between, equal, metrics_name, not_null, passing, unique,
                                 with_expectations)
 from analytical.tables import Table
-from analytical.writes import Prune, batch_txns, cached, upsert
+from analytical.writes import Prune, append, batch_txns, cached
 from shared.config import Config, SessionsConfig
 from shared.durations import spark_interval
 from shared.rule import with_event_time_watermark
 from shared.schema import EventType
 from shared.storage import checkpoint_location
 
-KEYS = ("userId", "sessionStart")
 PRUNE = Prune("sessionStart", "sessionStart")
 #: What each batch observes of the events it reads: those of known users and the anonymous ones.
 SESSION_METRICS = "user_sessions_events"
@@ -141,7 +141,7 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     (the hot windows from gold/page_clicks_5s under `source_root`).
 
     Each batch's sessions are checked against the suite as they stream, then written over gold/user_sessions
-    (absolute rows, so a replay rewrites the same) and added to gold/page_conversion once per batch."""
+    and added to gold/page_conversion, each once per batch."""
     policy = TABLE.expectation_policy(config)
     rows = (read_events(spark, config, source_root).transform(known_users)
             .transform(sessions_with_visits, config.sessions)
@@ -153,7 +153,7 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         txn = txn_of(batch_id)
         with cached(passing(batch, policy)) as sessions:
-            upsert(sessions.drop(VISITS, LAST_PURCHASE_AT), sessions_path, KEYS, PRUNE)
+            append(sessions.drop(VISITS, LAST_PURCHASE_AT), sessions_path, PRUNE, txn)
             gold_page_conversion.add_sessions(sessions, config, source_root, conversion_path, txn)
 
     return rows.writeStream.outputMode("append").foreachBatch(write_batch)

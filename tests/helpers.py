@@ -121,3 +121,11 @@ def assert_no_errors(output: str, context: int = 12) -> None:
     hits = [index for index, line in enumerate(lines) if " ERROR " in line or "Traceback" in line]
     shown = [f"line {index + 1}:\n" + "\n".join(lines[index:index + context]) for index in hits[:5]]
     assert not hits, f"{len(hits)} error line(s); the first {len(shown)}:\n" + "\n...\n".join(shown)
+
+
+def forget_the_batch_commit(checkpoint: str) -> None:
+    """Delete a query's newest commit from its checkpoint, as if it had died before writing it."""
+    commits = Path(checkpoint, "commits")
+    last = max(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
+    for written in (commits / str(last), commits / f".{last}.crc"):
+        written.unlink(missing_ok=True)

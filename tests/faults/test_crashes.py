@@ -152,7 +152,9 @@ def assert_the_sessions_equal_the_truth(spark, config, truth: Truth) -> dict:
     assert watermark <= truth.newest_event_time() - timedelta(seconds=WATERMARK_S), "a watermark ahead of the events"
     gaps = (GAP_S, {"purchase": PURCHASE_GAP_S})
     closed = [(session, end) for session, end in sessions(events, *gaps) if end <= watermark]
-    rows = {tuple(row) for row in USER_SESSIONS.at(root).read(spark).collect()}
+    written = [tuple(row) for row in USER_SESSIONS.at(root).read(spark).collect()]
+    rows = set(written)
+    assert len(written) == len(rows), "a session written twice"
     expected = {row for row in sessions_of(events, *gaps, engaged_after_s=10, engaged_page_views=2) if row[2] <= watermark}
     assert rows == expected, (f"sessions: {len(rows - expected)} written that the oracle has not, "
                               f"{len(expected - rows)} of the oracle's missing: {sorted(rows ^ expected)[:6]}")

@@ -30,7 +30,7 @@ from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.tables import Table
 from shared.query_progress import ProgressSummary
 from tests.examples import gold_page_clicks_1m
-from tests.helpers import click, send
+from tests.helpers import click, forget_the_batch_commit, send
 from tests.readers import assert_every_table_reads_alike
 
 
@@ -150,14 +150,6 @@ def test_a_late_event_within_the_watermark_corrects_gold_and_a_later_one_stays_i
 def medallion_only(spark, config) -> None:
     """A backfill of the medallion's query alone: the tests of its batches need no hourly stream."""
     pipeline.backfill(spark, config, report=lambda line: None, streams=[medallion.STREAM])
-
-
-def forget_the_batch_commit(checkpoint: str) -> None:
-    """Delete a query's newest commit from its checkpoint, as if it had died before writing it."""
-    commits = Path(checkpoint, "commits")
-    last = max(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
-    for written in (commits / str(last), commits / f".{last}.crc"):
-        written.unlink(missing_ok=True)
 
 
 def forget_the_delta_commit(spark, path: str) -> None:
