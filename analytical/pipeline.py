@@ -29,7 +29,7 @@ from shared.progress import Progress
 from shared.spark import CHANGELOG_CHECKPOINTING, scheduler_pool, session_conf
 from shared.checkpoints import read_checkpoint_log
 from shared.storage import checkpoint_location
-from shared.query_progress import RunningTotals
+from shared.query_progress import ProgressSummary, RunningTotals
 from shared.stopping import StopRequest
 from shared.stream import Stream
 from shared.streaming import supervise
@@ -55,11 +55,17 @@ class LayerRun:
     #: Spark's batch durations summed by part (`triggerExecution` is the batches' whole time; the rest of
     #: `seconds` is the query's start and stop).
     durations_ms: dict[str, int] = field(default_factory=dict)
+    #: What its state held after its last batch (Spark's numRowsTotal and memoryUsedBytes; 0 when stateless).
+    state_rows: int = 0
+    state_memory_bytes: int = 0
+    watermark: str | None = None
 
     def as_dict(self) -> dict:
         return {"query": self.name, "layer": self.layer, "rows": self.rows, "seconds": round(self.seconds, 3),
                 "batches": self.batches, "dropped_by_watermark": self.dropped_by_watermark,
-                "invalid": self.invalid, "failed_expectations": self.failed_expectations}
+                "invalid": self.invalid, "failed_expectations": self.failed_expectations,
+                "state_rows": self.state_rows, "state_memory_bytes": self.state_memory_bytes,
+                "watermark": self.watermark}
 
 
 def start(spark: SparkSession, config: Config, stream: Stream, *, available_now: bool,
@@ -119,10 +125,14 @@ def backfill(spark: SparkSession, config: Config, report: Report, streams: Seque
             run = LayerRun(stream.name, stream.layer, totals.rows, time.monotonic() - started,
                            totals.batches, totals.dropped_by_watermark, totals.invalid,
                            {name: count for name, count in totals.expectations.items() if count},
-                           dict(totals.durations_ms))
+                           dict(totals.durations_ms), *_state_after(totals.latest))
             report(f"[{stream.name}] {run.rows:,} rows in {run.seconds:.1f} s")
             runs.append(run)
     return runs
+
+
+def _state_after(latest: ProgressSummary | None) -> tuple[int, int, str | None]:
+    return (0, 0, None) if latest is None else (latest.state_rows, latest.state_memory_bytes, latest.watermark)
 
 
 def rebuild(spark: SparkSession, config: Config, report: Report,

@@ -58,7 +58,7 @@ def run_backfill(settings: list[str], from_bronze: bool = False) -> dict[str, An
     from analytical.registry import rebuilt, running
     from shared.spark import spark_session
 
-    config = load_config(_config_file(settings), _overrides(settings))
+    config = load_config(config_file(settings), overrides(settings))
     spark = spark_session(config, application="analytical")
     jvm_pid = spark_internals.jvm_pid(spark)
     started = time.monotonic()
@@ -124,7 +124,7 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
     from shared.rule import dedupe_clicks
     from shared.spark import spark_session
 
-    config = load_config(_config_file(settings), _overrides(settings))
+    config = load_config(config_file(settings), overrides(settings))
     spark = spark_session(config, application="analytical")
     floor_root = config.path("_floor")
     seconds: dict[str, float] = {}
@@ -169,7 +169,7 @@ def run_floor(settings: list[str]) -> dict[str, Any]:
 
 
 def backfill_benchmark(settings: list[str], events: int, history: int, span_s: float) -> dict[str, Any]:
-    base = load_config(_config_file(settings), _overrides(settings))
+    base = load_config(config_file(settings), overrides(settings))
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     result: dict[str, Any] = {"events_per_block": events, "history_blocks": history, "block_span_s": span_s}
     scenarios = (("1x", [history - 1]), (f"{history}x", list(range(history))))
@@ -182,7 +182,7 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
                                                            f"storage.root={base.path('bench', run_id, label)}"]))
             _progress(f"bench: {label}: generating {len(blocks)} block(s) of {events:,} events of history")
             for block in blocks:
-                _generate(scenario, block, events, span_s)
+                generate_block(scenario, block, events, span_s)
                 progress.advance(detail=f"{label}: block {block} generated")
             _progress(f"bench: {label}: backfilling the history")
             first = _child(scenario, progress)
@@ -194,7 +194,7 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
                 _progress(f"bench: {label}: the same work from bronze to gold as a plain batch job (the floor)")
                 result["floor"] = _child(scenario, progress, "floor")
                 progress.advance(detail="the floor measured")
-            _generate(scenario, history, events, span_s)
+            generate_block(scenario, history, events, span_s)
             progress.advance(detail=f"{label}: block {history} generated")
             _progress(f"bench: {label}: backfilling one new block on top")
             incremental = _child(scenario, progress)
@@ -258,7 +258,7 @@ def _per_event_us(cpu_s: float, events: int) -> float | None:
     return round(cpu_s / events * 1e6, 1) if events else None
 
 
-def _generate(settings: list[str], block: int, events: int, span_s: float) -> None:
+def generate_block(settings: list[str], block: int, events: int, span_s: float) -> None:
     start = BLOCKS_START + timedelta(seconds=block * span_s)
     try:
         TrafficProcess(settings, "--events", str(events), "--rate", str(events / span_s), "--start-time", start.isoformat(),
@@ -278,11 +278,11 @@ def _child(settings: list[str], progress: Progress, command: str = "run") -> dic
     return json.loads(done.stdout)
 
 
-def _config_file(settings: list[str]) -> str | None:
+def config_file(settings: list[str]) -> str | None:
     return next((s.removeprefix("--config=") for s in settings if s.startswith("--config=")), None)
 
 
-def _overrides(settings: list[str]) -> list[str]:
+def overrides(settings: list[str]) -> list[str]:
     return [s.removeprefix("--set=") for s in settings if s.startswith("--set=")]
 
 

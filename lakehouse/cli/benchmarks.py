@@ -1,4 +1,5 @@
-"""`lakehouse bench latency|freshness|capacity|recovery|throughput|memory|backfill`: each prints one JSON object."""
+"""`lakehouse bench latency|freshness|capacity|recovery|throughput|memory|backfill|sessions`: each prints one JSON
+object."""
 
 from __future__ import annotations
 
@@ -77,6 +78,15 @@ def cmd_bench_backfill(config: Config, args: argparse.Namespace) -> int:
 
     print(json.dumps(on_each_root(config, args, lambda options: backfill_benchmark(
         options, args.events, args.history, args.span)), indent=2))
+    return 0
+
+
+def cmd_bench_sessions(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.sessions_state import sessions_benchmark
+    from shared.kafka import require_reachable
+
+    require_reachable(config.kafka)
+    print(json.dumps(sessions_benchmark(passthrough(config, args), args.rate, args.minutes, args.step), indent=2))
     return 0
 
 
@@ -241,3 +251,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                                 help="seconds of event time each block of N events covers (default 3600)")
     _against_argument(bench_backfill)
     bench_backfill.set_defaults(handler=cmd_bench_backfill)
+    bench_sessions = bench_commands.add_parser(
+        "sessions", parents=[common], help="the open sessions' state as event time goes on: bounded or not",
+        description="Send --minutes of event time at --rate, --step seconds at a time, each step backfilled by the "
+        "medallion's streams in one process that keeps the sessions' state; after each step, the sessions the "
+        "state holds, its memory and the JVM's, against the plateau the visits, the gap and the watermark give.")
+    bench_sessions.add_argument("--rate", type=positive(float), default=20_000.0,
+                                help="events per second of event time (default 20000)")
+    bench_sessions.add_argument("--minutes", type=positive(float), default=30.0,
+                                help="minutes of event time (default 30)")
+    bench_sessions.add_argument("--step", type=positive(float), default=60.0,
+                                help="seconds of event time a step sends and backfills (default 60)")
+    bench_sessions.set_defaults(handler=cmd_bench_sessions)

@@ -147,3 +147,22 @@ def test_bench_backfill_reports_each_history_it_loaded(config_overrides):
     summary = report["summary"]  # the heap sampled while the backfills ran: what it held is resident memory
     assert 0 < summary["peak_jvm_heap_used_mb"] <= summary["peak_jvm_heap_committed_mb"]
     assert summary["peak_jvm_heap_used_mb"] < summary["peak_jvm_rss_mb"]
+
+
+def test_bench_sessions_reports_the_state_after_each_step_and_it_evicts_what_the_watermark_closes(config_overrides):
+    """Its time: one JVM, three steps of a minute of event time at 100 events/s, each generated and
+    backfilled (the medallion, the hourly and the sessions' stream)."""
+    sessions_on = [item for item in config_overrides if item != "sessions.enabled=false"]
+    report = bench([*sessions_on, "sessions.gap=20 seconds", "analytical.watermark=20 seconds"], "sessions",
+                   "--rate", "100", "--minutes", "3", "--step", "60")
+
+    samples, summary = report["samples"], report["summary"]
+    assert [sample["event_time_s"] for sample in samples] == [60, 120, 180]
+    # a visit (5 clicks 10 s apart), the gap and the watermark: 90 s; 20 visits start each second
+    assert (summary["settles_after_s"], summary["expected_plateau_sessions"]) == (90, 1800)
+    assert all(sample["state_sessions"] > 0 and sample["jvm_rss_mb"] > 0 for sample in samples)
+    written = [sample["sessions_written"] for sample in samples]
+    assert 0 < written[0] < written[1] < written[2], written
+    # 18,000 events in visits of 5: about 3,600 sessions; a state that evicted nothing would hold them all
+    assert summary["peak_state_sessions"] <= summary["expected_plateau_sessions"], samples
+    assert summary["settled_steps"] == 2 and summary["settled_growth"] is not None

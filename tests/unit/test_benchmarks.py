@@ -228,3 +228,13 @@ def test_cpu_seconds_count_a_childs_work_and_the_machine_counts_it_too():
         assert machine_busy_seconds() - machine >= 0.45
     finally:
         child.communicate(b"\n", timeout=30)
+
+
+def test_a_session_is_held_for_a_visit_the_gap_and_the_watermark_and_the_plateau_is_the_visits_of_that_time():
+    from lakehouse.bench.sessions_state import expected_plateau, held_seconds
+
+    config = make_config("sessions.gap=30 minutes", "analytical.watermark=10 minutes")
+    # the generator's visits: 5 clicks, 10 s apart -> 50 s; + 1,800 s + 600 s
+    assert held_seconds(config) == 2450
+    # 20,000 events/s in visits of 5 clicks: 4,000 visits start each second, each held 2,450 s
+    assert expected_plateau(config, 20_000) == 9_800_000
