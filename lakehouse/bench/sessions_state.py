@@ -86,8 +86,10 @@ def sessions_benchmark(settings: list[str], rate: float, minutes: float, step_s:
     base = load_config(config_file(settings), overrides(settings))
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
     steps = max(1, round(minutes * 60 / step_s))
+    # RocksDB counts the state's rows only when asked (`spark.rocksdb.count_rows`): here they are the figure
     scenario = child_options(with_overrides(base, [f"kafka.topics.clicks=bench-sessions-{run_id}",
-                                                   f"storage.root={base.path('bench', run_id)}"]))
+                                                   f"storage.root={base.path('bench', run_id)}",
+                                                   "spark.rocksdb.count_rows=true"]))
     _progress(f"bench sessions: {steps} steps of {step_s:g} s of event time at {rate:,.0f} events/s")
     done = subprocess.run(command_in(MEDALLION, "lakehouse.bench.sessions_state", "--rate", str(rate),
                                      "--steps", str(steps), "--step", str(step_s), *scenario),
