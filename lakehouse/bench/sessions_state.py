@@ -10,8 +10,8 @@ the sessions written so far, and the JVM's resident memory and heap.
 A session is held from its first event until the watermark has passed its end. The generator's visits
 are `visit_clicks` clicks `think_time` apart, so at a rate R about R / visit_clicks visits start each
 second, each held for about its own length, the gap and the watermark: once event time has run past
-that, the state stops growing, near `expected_plateau`. A step's visits end with its generator, so
-they are a little shorter than the formula's.
+that, the state stops growing, near `expected_plateau`. Each step's generator starts its own visitors, so
+visits are cut at a step's end: more and shorter than the formula's, and the plateau is higher.
 """
 
 from __future__ import annotations
