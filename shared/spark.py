@@ -58,12 +58,6 @@ JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaO
 #: (analytical/README.md, "The parallel collector"). A collector in the configuration's JVM options
 #: replaces it: HotSpot refuses two.
 COLLECTORS = {"analytical": "-XX:+UseParallelGC"}
-#: Spark settings per application, before the configuration's own. The medallion's sessions evict
-#: sessions by the hundred thousand, each a RocksDB delete whose tombstone every later prefix scan of
-#: Spark's session state seeks past until a compaction drops it: without one at each commit, a batch
-#: of a minute at 20,000 events/s went from 65 s to over 6 minutes once evictions began
-#: (analytical/README.md, "The open sessions' state").
-APPLICATION_SETTINGS = {"analytical": {"spark.sql.streaming.stateStore.rocksdb.compactOnCommit": "true"}}
 
 
 #: Spark's setting for how many generated classes the JVM keeps compiled, and the project's value: a
@@ -136,7 +130,6 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
         settings |= DELTA_SETTINGS
     settings |= _state_store_settings(spark) | _storage_settings(config.storage)
     project_java_options = {key: settings[key] for key in JAVA_OPTIONS_KEYS}
-    settings |= APPLICATION_SETTINGS.get(application or "", {})
     settings |= {key: str(value) for key, value in spark.conf.items()}
     settings |= application_settings
     if application:

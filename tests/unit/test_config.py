@@ -224,16 +224,6 @@ def test_the_jvm_keeps_more_generated_classes_than_a_medallion_batch_compiles_un
                       class_archive=False)[CODEGEN_CACHE_ENTRIES] == "50"
 
 
-def test_the_medallions_state_is_compacted_at_each_commit_and_the_fast_paths_is_not_unless_the_configuration_says():
-    from shared.spark import spark_conf
-
-    compact = "spark.sql.streaming.stateStore.rocksdb.compactOnCommit"
-    assert spark_conf(load_config(), class_archive=False, application="analytical")[compact] == "true"
-    assert compact not in spark_conf(load_config(), class_archive=False, application="operational")
-    assert spark_conf(load_config(None, [f"spark.conf.{compact}=false"]), class_archive=False,
-                      application="analytical")[compact].lower() == "false"
-
-
 @pytest.mark.parametrize("key", ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"])
 def test_the_configurations_jvm_options_join_the_projects_instead_of_replacing_them(key):
     from shared.spark import spark_conf
