@@ -36,9 +36,6 @@ from shared.processes import child_env, die_with_parent
 from shared.progress import Progress, echo as _progress
 from shared.runtime import MEDALLION, command_in
 
-SESSIONS_QUERY = "gold_user_sessions"
-
-
 def held_seconds(config: Config) -> float:
     """How long a session stays in the state, by the module's formula: a visit, the gap, the watermark."""
     visit = TrafficSpec.visit_clicks * TrafficSpec.think_time
@@ -66,7 +63,7 @@ def run_steps(settings: list[str], rate: float, steps: int, step_s: float) -> di
             generate_block(settings, step, round(rate * step_s), step_s)
             with progress.paused():
                 runs = {run.name: run for run in pipeline.backfill(spark, config, report=lambda line: None)}
-            sessions = runs[SESSIONS_QUERY]
+            sessions = runs[gold_user_sessions.STREAM.name]
             samples.append({
                 "event_time_s": round((step + 1) * step_s),
                 "state_sessions": sessions.state_rows,
