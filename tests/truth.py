@@ -68,11 +68,10 @@ class Truth:
 
     def session_events(self) -> list[Event]:
         """The distinct valid events as tests/sessions_oracle.py reads them."""
-        return [Event(event_id, page, datetime(1970, 1, 1) + timedelta(microseconds=at), *self.visits[event_id])
-                for event_id, (page, at) in self.events.items()]
+        return [Event(event_id, page, naive_utc(at), *self.visits[event_id]) for event_id, (page, at) in self.events.items()]
 
     def newest_event_time(self) -> datetime:
-        return datetime(1970, 1, 1) + timedelta(microseconds=max(at for _, at in self.events.values()))
+        return naive_utc(max(at for _, at in self.events.values()))
 
     def hot(self, threshold: int) -> dict[tuple[str, int], int]:
         return {key: count for key, count in self.windows.items() if count > threshold}
@@ -91,6 +90,11 @@ class Truth:
         (`_fast_path_counts`) could change it: whether those count depends on batch boundaries."""
         return {key: {highest_alert(count, threshold, real_time) for count in range(low, high + 1)}
                 for key, (low, high) in self.fast_path.items()}
+
+
+def naive_utc(micros: int) -> datetime:
+    """An epoch instant in microseconds as the naive UTC datetime Spark's timestamps read as here."""
+    return datetime(1970, 1, 1) + timedelta(microseconds=micros)
 
 
 def _fast_path_counts(clicks: list[tuple[int, str, str, int]]) -> dict[tuple[str, int], tuple[int, int]]:

@@ -28,7 +28,7 @@ import signal
 import subprocess
 import time
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -51,7 +51,7 @@ from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import make_config
 from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
 from tests.sessions_oracle import hot_windows, page_conversion_of, sessions, sessions_of
-from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
+from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says, naive_utc
 from tests.topics import alert_records, read_to_end
 from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, wait_for
 from tests.processes import alive, family
@@ -149,10 +149,11 @@ def assert_the_sessions_equal_the_truth(spark, config, truth: Truth) -> dict:
     applies the newest one (a restart runs that batch only once new events come)."""
     root, events = config.storage.root, truth.session_events()
     applied = read_checkpoint_log(spark, config.checkpoint(USER_SESSIONS_STREAM.name)).last_committed.watermark_ms
-    watermark = datetime(1970, 1, 1) + timedelta(milliseconds=applied)
+    watermark = naive_utc(applied * 1000)
     assert watermark <= truth.newest_event_time() - timedelta(seconds=WATERMARK_S), "a watermark ahead of the events"
     gaps = (GAP_S, {"purchase": PURCHASE_GAP_S})
-    closed = [(session, end) for session, end in sessions(events, *gaps) if end <= watermark]
+    every = sessions(events, *gaps)
+    closed = [(session, end) for session, end in every if end <= watermark]
     written = [tuple(row) for row in USER_SESSIONS.at(root).read(spark).collect()]
     rows = set(written)
     assert len(written) == len(rows), "a session written twice"
@@ -164,7 +165,7 @@ def assert_the_sessions_equal_the_truth(spark, config, truth: Truth) -> dict:
     assert conversion == page_conversion_of(closed, hot_windows(events, THRESHOLD)), "page conversion"
     assert rows, "no session closed: the test would hold nothing"
     return {"sessions": len(rows), "converted_sessions": sum(row[11] for row in rows),
-            "sessions_open_at_the_end": len(sessions(events, *gaps)) - len(closed)}
+            "sessions_open_at_the_end": len(every) - len(closed)}
 
 
 # -- the tests -------------------------------------------------------------------------------
