@@ -39,10 +39,11 @@ def processes() -> Iterator[Process]:
             yield process
 
 
-def family(pid: int) -> set[int]:
-    """`pid` and every process below it, now."""
+def family(pid: int, among: list[Process] | None = None) -> set[int]:
+    """`pid` and every process below it, now or in `among`, a snapshot taken once: two families
+    read from one snapshot agree on a process started between two reads."""
     children: dict[int, list[int]] = {}
-    for process in processes():
+    for process in processes() if among is None else among:
         children.setdefault(process.parent, []).append(process.pid)
     found, todo = set(), [pid]
     while todo:

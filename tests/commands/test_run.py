@@ -40,8 +40,10 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
     options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true")
 
     def the_medallion_yields_and_a_second_run_is_refused(run) -> None:
-        medallion = family(next(pid for pid in family(run.pid) if "--progress-json" in command_line(pid)))
-        niceness = {process.pid: process.niceness for process in processes() if process.pid in family(run.pid)}
+        now = list(processes())
+        everything = family(run.pid, now)
+        medallion = family(next(pid for pid in everything if "--progress-json" in command_line(pid)), now)
+        niceness = {process.pid: process.niceness for process in now if process.pid in everything}
         assert {niceness[pid] for pid in medallion & set(niceness)} == {3}, "the medallion's process and its JVM, niced"
         assert {niceness[pid] for pid in set(niceness) - medallion} == {0}, "the fast path's, not"
         second = run_lakehouse("run", "--seconds", "5", *options, timeout=120)
