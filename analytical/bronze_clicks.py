@@ -17,7 +17,7 @@ later layer finds its commit and lands nothing again.
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -56,7 +56,26 @@ TABLE = Table(
     ]),
     partition_by=("ingestDate",),
     stats_columns=("partition", "offset", KAFKA_TIMESTAMP, "ingestTime"),
+    user_of_row=lambda: record_user_id("value"),
 )
+
+#: In bytes that are not JSON, the text of the first `"userId":"..."` (JSON's escapes kept as written).
+_USER_ID_IN_TEXT = r'"userId"\s*:\s*"((?:[^"\\]|\\.)*)"'
+
+
+def record_user_id(value: str) -> Column:
+    """The user a raw record's bytes (column `value`) name: its JSON's `userId` (a number as its text), or,
+    in bytes that do not parse as JSON, the string after its first `"userId":`. A record the parsing
+    rejects is still its user's: bronze and the quarantine erase it with the valid ones.
+
+        {"eventId":"e1","pageId":"/a","eventTime":"...","userId":"u1"}   -> u1
+        {"eventId":"e2","userId":"u1","pageId":                            -> u1 (truncated: not JSON)
+        {"eventId":"e3","pageId":"/a","eventTime":"..."}                  -> null
+    """
+    text = F.col(value).cast("string")
+    in_text = F.regexp_extract(text, _USER_ID_IN_TEXT, 1)
+    return F.coalesce(F.get_json_object(text, "$.userId"),
+                      F.when(F.get_json_object(text, "$").isNull() & (in_text != ""), in_text))
 
 
 def to_bronze(records: DataFrame) -> DataFrame:
@@ -81,9 +100,7 @@ def read_kafka(spark: SparkSession, config: Config) -> DataFrame:
 
 def read_bronze(spark: SparkSession, config: Config, root: str) -> DataFrame:
     """bronze/clicks under `root` as a stream of its rows, in commit order: what a rebuild reads."""
-    return (spark.readStream.format("delta")
-            .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-            .load(TABLE.at(root).path))
+    return TABLE.at(root).read_stream(spark, config)
 
 
 def land(rows: DataFrame, path: str, txn: Txn) -> None:

@@ -78,9 +78,7 @@ def read_silver(spark: SparkSession, config: Config, source_root: str) -> DataFr
     """silver/clicks as a stream of (eventId, pageId, eventTime, kafkaTimestamp) under the analytical
     watermark: what a gold table that follows silver reads."""
     return (
-        spark.readStream.format("delta")
-        .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(silver_clicks.TABLE.at(source_root).path)
+        silver_clicks.TABLE.at(source_root).read_stream(spark, config)
         .select("eventId", "pageId", "eventTime", KAFKA_TIMESTAMP)
         .transform(with_event_time_watermark, config.analytical.watermark)
     )

@@ -128,9 +128,7 @@ def read_events(spark: SparkSession, config: Config, source_root: str) -> DataFr
     """silver/clicks under `source_root` as a stream of the events sessions are made of, under the
     analytical watermark."""
     return (
-        spark.readStream.format("delta")
-        .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
-        .load(silver_clicks.TABLE.at(source_root).path)
+        silver_clicks.TABLE.at(source_root).read_stream(spark, config)
         .select("eventId", "pageId", "eventTime", "userId", "eventType")
         .transform(with_event_time_watermark, config.analytical.watermark)
     )
@@ -197,10 +195,11 @@ TABLE = Table(
         StructField("converted", BooleanType(), nullable=False),
         StructField("engaged", BooleanType(), nullable=False),
     ]),
-    stats_columns=("sessionStart", "sessionEnd", "userId"),
+    stats_columns=("sessionStart", "sessionEnd"),
     z_order=("sessionStart",),
     expectations=suite,
     policy="fail",
+    user_of_row=lambda: F.col("userId"),
 )
 STREAM = TABLE.stream(writer, enabled=lambda config: config.sessions.enabled,
                       also_writes=(gold_page_conversion.TABLE,))

@@ -29,7 +29,7 @@ from shared.progress import tracked
 #: Delta refuses a VACUUM retention under this unless its safety check is turned off.
 DELTA_MIN_RETENTION_HOURS = 168
 _RETENTION_CHECK = "spark.databricks.delta.retentionDurationCheck.enabled"
-_RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
+RETENTION_PROPERTY = "delta.deletedFileRetentionDuration"
 
 
 def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
@@ -56,7 +56,7 @@ def maintain(spark: SparkSession, config: Config, report: Callable[[str], None],
                "filesAfter": files_after,
                "filesRemoved": metrics["metrics"]["numFilesRemoved"], "filesAdded": metrics["metrics"]["numFilesAdded"]}
         if vacuum:
-            _vacuum(spark, path, delta, retention_hours)
+            row["filesVacuumed"] = vacuum_table(spark, path, retention_hours)
             row["vacuumRetentionHours"] = retention_hours
         report(f"[maintain] {table}: {files_before} -> {files_after} files"
                + (f", Z-ordered by {row['zOrderBy']}" if z_order else ""))
@@ -81,16 +81,25 @@ def _file_count(delta: Any) -> int:
     return int(delta.detail().first()["numFiles"])
 
 
-def _vacuum(spark: SparkSession, path: str, delta: Any, retention_hours: float) -> None:
-    """VACUUM with the configured retention, which Delta 4 reads from the table's property (it
-    ignores the argument)."""
+def vacuum_table(spark: SparkSession, path: str, retention_hours: float, lite: bool = False) -> int:
+    """VACUUM the table at `path` with `retention_hours`, which Delta 4 reads from the table's property
+    (it ignores the argument); how many files it deleted.
+
+    `lite`: only the files the log's remove actions name (VACUUM LITE), never one the log does not know,
+    such as a file a running write has made and not committed yet: what a retention of none needs while
+    streams write the table (analytical.erasure)."""
+    from delta.tables import DeltaTable
+
+    delta = DeltaTable.forPath(spark, path)
     retention = f"interval {retention_hours:g} hours"
-    if delta.detail().first()["properties"].get(_RETENTION_PROPERTY) != retention:
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{_RETENTION_PROPERTY}' = '{retention}')")
+    if delta.detail().first()["properties"].get(RETENTION_PROPERTY) != retention:
+        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{RETENTION_PROPERTY}' = '{retention}')")
     previous = spark.conf.get(_RETENTION_CHECK, "true")
     if retention_hours < DELTA_MIN_RETENTION_HOURS:
-        spark.conf.set(_RETENTION_CHECK, "false")  # the configured retention is a deliberate choice
+        spark.conf.set(_RETENTION_CHECK, "false")  # the retention is a deliberate choice
     try:
-        delta.vacuum()
+        spark.sql(f"VACUUM delta.`{path}`{' LITE' if lite else ''} RETAIN {retention_hours:g} HOURS").collect()
     finally:
         spark.conf.set(_RETENTION_CHECK, previous)
+    ended = delta.history(10).where("operation = 'VACUUM END'").orderBy("version", ascending=False).first()
+    return int(ended["operationMetrics"].get("numDeletedFiles", 0)) if ended else 0

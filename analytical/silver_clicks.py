@@ -192,6 +192,7 @@ TABLE = Table(
     z_order=("eventTime",),  # the MERGE finds an event's copies by an eventTime range
     expectations=suite,
     policy="drop",
+    user_of_row=lambda: F.col("userId"),
 )
 QUARANTINE = Table(
     "silver/quarantine",
@@ -203,4 +204,5 @@ QUARANTINE = Table(
     ]),
     stats_columns=("offset", KAFKA_TIMESTAMP, "ingestTime"),
     expectations=quarantine_suite,
+    user_of_row=lambda: bronze_clicks.record_user_id("value"),
 )

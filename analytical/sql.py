@@ -176,8 +176,21 @@ class SqlLake:
         except duckdb.CatalogException as missing:
             raise SqlError(f"{_first_line(missing)} (tables: {self._listed()})") from None
         except duckdb.Error as failed:
-            raise SqlError(_first_line(failed)) from None
+            raise SqlError(_gone(failed) or _first_line(failed)) from None
         return columns, [{key: _text(value) for key, value in row.items()} for row in rows]
+
+
+#: How a read of a data file the table's log names, and the storage no longer holds, fails (local, S3).
+_MISSING_FILE = re.compile(r"Failed to open .*(No such file or directory|NotFound|NoSuchKey|404)", re.S)
+
+
+def _gone(failed: Exception) -> str | None:
+    """One line for a version whose files are gone (None for any other failure): an erasure or a VACUUM
+    deletes the files only older versions name, so reading one of those versions fails, as it should."""
+    if not _MISSING_FILE.search(str(failed)):
+        return None
+    return ("a data file of the version asked is gone: an erasure (`lakehouse forget`, ops/erasure_requests) or a "
+            "VACUUM (`lakehouse maintain`) deleted what only older versions read; ask for a later --version or --as-of")
 
 
 def _text(value: Any) -> Any:

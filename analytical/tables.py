@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql.types import StructField, StructType
 
 from analytical.delta_log import NO_COMMIT_YET, is_commit_or_checkpoint
@@ -39,7 +39,8 @@ class Table:
     #: Exactly what the stream's transform produces; the stream refuses to start on any other.
     schema: StructType
     partition_by: tuple[str, ...] = ()
-    #: The only columns Delta keeps min/max statistics for: those readers and writes filter on.
+    #: The only columns Delta keeps min/max statistics for: those readers and writes filter on, never a
+    #: user's id (the statistics stay in the Delta log, which an erasure cannot rewrite).
     #: Empty: Delta's default, the first 32 columns.
     stats_columns: tuple[str, ...] = ()
     #: `lakehouse maintain` Z-orders by these; empty: compaction only.
@@ -51,6 +52,9 @@ class Table:
     #: What a row that breaks one of its expectations does as it is written, unless
     #: `quality.policies.<key>` says otherwise; None when its writes check none.
     policy: ExpectationPolicy | None = None
+    #: The user a row is about, as the userId it names (a Column over the table's columns): what `lakehouse
+    #: forget` erases by (analytical.erasure). None: no row of it names a user.
+    user_of_row: Callable[[], Column] | None = None
 
     def __str__(self) -> str:
         return self.name
@@ -121,12 +125,23 @@ class TableAt:
             raise LakehouseError(f"the rows written to {table} do not match its declared schema: "
                                  f"{_difference(table.schema, produced)}")
         properties = {CHANGE_FEED: "true"} if table.change_feed else {}
-        create_if_missing(spark, self.path, table.schema, table.partition_by, table.stats_columns, properties)
+        if table.stats_columns:  # a table made under an older declaration follows this one from its next file
+            properties[STATS_COLUMNS] = ",".join(table.stats_columns)
+        create_if_missing(spark, self.path, table.schema, table.partition_by, properties=properties)
         return self.path
 
     def exists(self, spark: SparkSession) -> bool:
         """Whether the table holds a commit now (is_delta_table)."""
         return is_delta_table(spark, self.path)
+
+    def read_stream(self, spark: SparkSession, config: Config) -> DataFrame:
+        """The table as a stream of what its commits append, in commit order, at most
+        `analytical.max_files_per_trigger` files a batch. A commit that only removes rows (an erasure:
+        analytical.erasure) is skipped: the rows it rewrote were read when they were appended."""
+        return (spark.readStream.format("delta")
+                .option("maxFilesPerTrigger", config.analytical.max_files_per_trigger)
+                .option("skipChangeCommits", "true")
+                .load(self.path))
 
     def read(self, spark: SparkSession, as_of: str | None = None) -> DataFrame:
         """The table as a batch DataFrame, at a version or timestamp (`as_of`) when given.
@@ -165,6 +180,8 @@ def _described(field: StructField) -> str:
 
 #: The table property under which Delta records each commit's changed rows (`Table.change_feed`).
 CHANGE_FEED = "delta.enableChangeDataFeed"
+#: The table property naming the only columns Delta keeps min/max statistics for (`Table.stats_columns`).
+STATS_COLUMNS = "delta.dataSkippingStatsColumns"
 
 
 def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by: tuple[str, ...] = (),
@@ -188,7 +205,7 @@ def create_if_missing(spark: SparkSession, path: str, schema: Any, partition_by:
     if partition_by:
         builder = builder.partitionedBy(*partition_by)
     if stats_columns:
-        builder = builder.property("delta.dataSkippingStatsColumns", ",".join(stats_columns))
+        builder = builder.property(STATS_COLUMNS, ",".join(stats_columns))
     for key, value in (properties or {}).items():
         builder = builder.property(key, value)
     table = builder.execute()

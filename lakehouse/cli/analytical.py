@@ -1,4 +1,4 @@
-"""`lakehouse analytical|rebuild|maintain`: the medallion."""
+"""`lakehouse analytical|rebuild|maintain|forget`: the medallion."""
 
 from __future__ import annotations
 
@@ -82,6 +82,27 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_forget(config: Config, args: argparse.Namespace) -> int:
+    from analytical.erasure import erase, requested_ids
+    from shared.object_store import require_reachable
+    from shared.spark import spark_session
+
+    ids = list(args.user_id or [])
+    if args.ids_file:
+        try:
+            with open(args.ids_file, encoding="utf-8") as lines:
+                ids += [line.rstrip("\r\n") for line in lines if line.strip()]
+        except OSError as error:
+            from shared.errors import ConfigError
+            raise ConfigError(f"--ids-file {args.ids_file}: {error.strerror}") from error
+    ids = requested_ids(ids)  # refused before a JVM starts
+    require_reachable(config.storage.root, config.storage.s3)
+    spark = spark_session(config, application="analytical")
+    rows = erase(spark, config, ids, say)
+    print_rows(rows, ["table", "rowsRemoved", "filesDeleted"], args.format)
+    return 0
+
+
 
 def register(commands: Any, common: argparse.ArgumentParser) -> None:
     """Add this area's commands to `lakehouse`."""
@@ -120,3 +141,15 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "files older than analytical.vacuum_retention.")
     maintain.add_argument("--no-vacuum", action="store_true", help="only OPTIMIZE")
     maintain.set_defaults(handler=cmd_maintain)
+
+    forget = commands.add_parser(
+        "forget", parents=[common, output_options("one row per table")],
+        help="erase users' clicks from every table of the lake, rows and files (a GDPR erasure request)",
+        description="Record an erasure request per user in ops/erasure_requests (the id's SHA-256, never the id), "
+        "delete every row that names the user from bronze (read from the raw bytes, malformed records too), "
+        "silver/clicks, the quarantine and gold/user_sessions, then delete the files that held them: the tables' "
+        "versions from before the erasure can no longer be read. The streams may keep running. Gold's page "
+        "counts name no user and keep their counts. Running it again finishes an interrupted erasure.")
+    forget.add_argument("--user-id", action="append", metavar="ID", help="a userId to forget (repeatable)")
+    forget.add_argument("--ids-file", metavar="FILE", help="a file of userIds, one a line")
+    forget.set_defaults(handler=cmd_forget)
