@@ -40,9 +40,9 @@ def _unread(read_up_to: dict[int, int], ends: dict[int, int]) -> int:
 def fast_path_still_counting(spark: SparkSession, config: Config, history: FastPathHistory, clicks_end: dict[int, int] | None) -> str | None:
     """Why the fast path may still change the count of a window its watermark has not closed; None
     when it cannot: it is stopped and its last batch read every click on the topic."""
-    running = _running(spark, config, ALERTING_QUERY)
-    if running:
-        return (f"the fast path {_is_running(running)}: a batch end after clicks past the window's end "
+    runs = running(spark, config, ALERTING_QUERY)
+    if runs:
+        return (f"the fast path {is_running(runs)}: a batch end after clicks past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s closes it")
     if clicks_end is None:
         return f"the end of {config.kafka.topics.clicks} could not be read from the broker"
@@ -57,9 +57,9 @@ def medallion_still_counting(spark: SparkSession, config: Config, clicks_end: di
     """Why gold may still change the count of a window silver's newest event has not closed; None
     when it cannot: the medallion is stopped, its query read every click on the topic and finished
     its last batch. Only that query writes gold's windows: the streams that follow it do not count."""
-    running = _running(spark, config, medallion.STREAM.name)
-    if running:
-        return (f"the medallion {_is_running(running)}: clicks in silver past the window's end "
+    runs = running(spark, config, medallion.STREAM.name)
+    if runs:
+        return (f"the medallion {is_running(runs)}: clicks in silver past the window's end "
                 f"+ {config.hot_pages.watermark.total_seconds():g} s close it")
     catch_up = "run `lakehouse analytical --available-now`"
     log = read_checkpoint_log(spark, config.checkpoint(medallion.STREAM.name))
@@ -87,14 +87,14 @@ def silver_version_counted(spark: SparkSession, config: Config) -> int | None:
     return version_before(spark, path, Txn(query_id(spark, checkpoint), log.batches[-1].batch_id))
 
 
-def _is_running(holder_: str) -> str:
+def is_running(holder_: str) -> str:
     if holder_ == "unknown":  # an object-store root's lock is a file on the machine that runs the query
         return ("is not running here and may be running on another machine (its last run marked no clean "
                 "stop: it was killed, or runs still)")
     return f"is running ({holder_})"
 
 
-def _running(spark: SparkSession, config: Config, query: str) -> str | None:
+def running(spark: SparkSession, config: Config, query: str) -> str | None:
     """Who runs `query` now (its checkpoint lock's holder), None when nobody does. This very process may
     hold the lock with the query stopped (the demo holds its locks throughout): then it runs only if
     active here."""

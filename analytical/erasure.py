@@ -22,7 +22,6 @@ an interrupted one left: the deletes find nothing the second time, and the open 
 
 from __future__ import annotations
 
-import hashlib
 import time
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timezone
@@ -30,25 +29,20 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType, TimestampType
 
-from analytical import bronze_clicks
+from analytical import bronze_clicks, medallion
+from analytical.closed_windows import is_running, running, topic_end
+from analytical.erasure_requests import TABLE as REQUESTS, user_hash
 from analytical.maintenance import RETENTION_PROPERTY, vacuum_table
 from analytical.registry import TABLES
+from analytical.registry import running as running_streams
 from analytical.tables import Table
+from shared.checkpoints import read_checkpoint_log
 from shared.config import Config
 from shared.errors import ConfigError, LakehouseError
 
 #: How often a delete is tried when a stream's write to the same table commits first.
 DELETE_ATTEMPTS = 10
-
-
-def user_hash(user_id: str) -> str:
-    """The id as the lake keeps it: SHA-256 of its UTF-8 bytes, in hex, as Spark's `sha2(userId, 256)`.
-
-        user_hash("u1") -> "a0dc65ffca799873cbea0ac274015b9526505daaaed385155425f7337704883e"
-    """
-    return hashlib.sha256(user_id.encode()).hexdigest()
 
 
 def requested_ids(ids: Iterable[str]) -> list[str]:
@@ -71,17 +65,6 @@ def of_users(table: Table, hashes: Sequence[str]) -> Column:
     return F.sha2(table.user_of_row(), 256).isin(list(hashes))
 
 
-#: What the lake keeps of each request (its id hashed, never in clear).
-REQUESTS = Table(
-    "ops/erasure_requests",
-    StructType([
-        StructField("userIdSha256", StringType()),
-        StructField("requestedAt", TimestampType()),
-        StructField("completedAt", TimestampType()),
-        StructField("rowsRemoved", MapType(StringType(), LongType())),
-    ]),
-)
-
 #: The tables an erasure visits, in the streams' order: each that declares whose rows it holds.
 ERASED: tuple[Table, ...] = tuple(table for table in TABLES if table.user_of_row is not None)
 
@@ -97,15 +80,19 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     hashes = sorted({user_hash(user_id) for user_id in requested_ids(user_ids)})
     requested_at = _open_requests(spark, root, hashes)
     report(f"[forget] {len(hashes)} user(s), requested {min(requested_at.values()):%Y-%m-%d %H:%M:%S} UTC")
+    present = [table for table in tables if table.at(root).exists(spark)]
+    _wait_until_the_medallion_read_the_topic(spark, config, report)
+    for table in present:  # a stopped stream behind a table would read files the erasure deletes: refused first
+        _wait_until_read(spark, config, table, _last_append(spark, table.at(root).path) + 1, report, wait=False)
     results = []
-    for table in tables:
+    for table in present:
         located = table.at(root)
-        if not located.exists(spark):
-            continue
         found = _rows_per_user(located.read(spark), table, hashes)
         if found:
-            _delete(spark, located.path, of_users(table, hashes), report)
+            deleted_at = _delete(spark, located.path, of_users(table, hashes), report)
             _record_removed(spark, root, table, found)
+            _wait_until_read(spark, config, table, _last_append(spark, located.path, before=deleted_at) + 1, report,
+                             wait=True)
         files = _delete_removed_files(spark, config, located.path)
         results.append({"table": table.name, "rowsRemoved": sum(found.values()), "filesDeleted": files})
         report(f"[forget] {table}: {sum(found.values())} row(s) removed, {files} file(s) deleted")
@@ -120,21 +107,116 @@ def _rows_per_user(rows: DataFrame, table: Table, hashes: Sequence[str]) -> dict
             .groupBy("user").agg(F.count(F.lit(1)).alias("rows")).collect()}
 
 
-def _delete(spark: SparkSession, path: str, condition: Column, report: Callable[[str], None]) -> None:
-    """DELETE the rows `condition` selects, again while a concurrent write to the table commits first."""
+def _delete(spark: SparkSession, path: str, condition: Column, report: Callable[[str], None]) -> int:
+    """DELETE the rows `condition` selects, again while a concurrent write to the table commits first;
+    the version the delete committed."""
     from delta.exceptions import DeltaConcurrentModificationException
     from delta.tables import DeltaTable
 
     for attempt in range(1, DELETE_ATTEMPTS + 1):
         try:
-            DeltaTable.forPath(spark, path).delete(condition)
-            return
+            delta = DeltaTable.forPath(spark, path)
+            delta.delete(condition)
+            return int(delta.history(20).where("operation = 'DELETE'").agg(F.max("version")).first()[0])
         except DeltaConcurrentModificationException as conflict:
             if attempt == DELETE_ATTEMPTS:
                 raise LakehouseError(f"{path}: the erasure's delete conflicted with {DELETE_ATTEMPTS} concurrent "
                                      f"writes in a row ({type(conflict).__name__}); run `lakehouse forget` again") from conflict
             report(f"[forget] {path}: a concurrent write committed first ({type(conflict).__name__}); trying again")
             time.sleep(min(0.2 * attempt, 2.0))
+
+
+#: Commits a stream that reads the table with skipChangeCommits has nothing to read in: no appended rows.
+_NOT_APPENDS = frozenset({"CREATE TABLE", "DELETE", "OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
+                          "UNSET TBLPROPERTIES", "REORG", "ADD COLUMNS", "CHANGE COLUMN", "DROP FEATURE"})
+
+
+def _last_append(spark: SparkSession, path: str, before: int | None = None) -> int:
+    """The newest version (before `before`, when given) that may append rows a stream has to read; -1 for none.
+    An operation not known to append nothing counts as one."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, path).history().select("version", "operation")
+    if before is not None:
+        history = history.where(F.col("version") < before)
+    newest = history.where(~F.col("operation").isin(list(_NOT_APPENDS))).agg(F.max("version")).first()[0]
+    return -1 if newest is None else int(newest)
+
+
+def _wait_until_the_medallion_read_the_topic(spark: SparkSession, config: Config, report: Callable[[str], None]) -> None:
+    """Wait until the medallion's query has landed every record the clicks topic held at the request: a
+    record of the user it read after the erasure would land again. A stopped query behind the topic is
+    refused, to be caught up first; so is a broker that does not say where the topic ends."""
+    topic = config.kafka.topics.clicks
+    ends = topic_end(config.kafka)
+    if ends is None:
+        raise LakehouseError(f"the end of {topic} could not be read from the broker: the erasure must know "
+                             "that the medallion has read every record the topic held at the request")
+
+    def unread() -> int:
+        log = read_checkpoint_log(spark, config.checkpoint(medallion.STREAM.name))
+        read_up_to = log.read_up_to(topic) if log else {}
+        return sum(max(end - read_up_to.get(partition, 0), 0) for partition, end in ends.items())
+
+    _wait(spark, config, medallion.STREAM, lambda: unread() == 0,
+          lambda: f"has not read {unread():,} records of {topic} the request covers", report)
+
+
+def _wait_until_read(spark: SparkSession, config: Config, table: Table, version: int,
+                     report: Callable[[str], None], wait: bool) -> None:
+    """Wait until each stream that reads `table` has read every commit before `version` (the erasure's
+    delete: its VACUUM deletes the files those commits added). A stopped one that has not is refused
+    (`wait` False: refused even when it runs)."""
+    for stream in running_streams(config):
+        if table not in stream.reads:
+            continue
+        source = stream.reads.index(table)
+
+        def done(stream=stream, source=source) -> bool:
+            log = read_checkpoint_log(spark, config.checkpoint(stream.name))
+            last = log.last_committed if log else None
+            offset = last.end_offsets[source] if last and len(last.end_offsets) > source else None
+            return log is None or read_before(offset, version)
+
+        if wait:
+            _wait(spark, config, stream, done, lambda: f"has not read {table} up to version {version}", report)
+        elif not done() and not running(spark, config, stream.name):
+            _refuse(stream, f"has not read {table} up to version {version}")
+
+
+def read_before(offset: Any, version: int) -> bool:
+    """Whether a Delta source's offset (`{"reservoirVersion": v, "index": i, "isStartingVersion": b}`)
+    is past every commit before `version`: at a later version, or at that one past its first snapshot.
+
+        read_before({"reservoirVersion": 8, "index": -1, "isStartingVersion": False}, 8) -> True
+        read_before({"reservoirVersion": 7, "index": 3, "isStartingVersion": False}, 8) -> False
+    """
+    if not isinstance(offset, dict) or "reservoirVersion" not in offset:
+        return False
+    read = int(offset["reservoirVersion"])
+    return read > version or (read == version and not offset.get("isStartingVersion", False))
+
+
+def _wait(spark: SparkSession, config: Config, stream: Any, done: Callable[[], bool], behind: Callable[[], str],
+          report: Callable[[str], None]) -> None:
+    deadline, said = time.monotonic() + config.erasure.catch_up_timeout.total_seconds(), False
+    while not done():
+        runs = running(spark, config, stream.name)
+        if not runs:
+            _refuse(stream, behind())
+        if time.monotonic() > deadline:
+            raise LakehouseError(f"{stream.name} {behind()} after erasure.catch_up_timeout "
+                                 f"({config.erasure.catch_up_timeout.total_seconds():g} s) while it {is_running(runs)}: "
+                                 "nothing was deleted past this point; run `lakehouse forget` again")
+        if not said:
+            report(f"[forget] waiting for {stream.name}, which {behind()} ({is_running(runs)})")
+            said = True
+        time.sleep(0.5)
+
+
+def _refuse(stream: Any, behind: str) -> None:
+    raise LakehouseError(f"{stream.name} {behind} and is not running: catch it up first (`lakehouse analytical "
+                         "--available-now`), then run `lakehouse forget` again")
 
 
 def _delete_removed_files(spark: SparkSession, config: Config, path: str) -> int:

@@ -150,4 +150,4 @@ TABLE = Table(
     expectations=suite,
     policy="fail",
 )
-STREAM = TABLE.stream(writer)
+STREAM = TABLE.stream(writer, reads=(gold_page_clicks_5s.TABLE,))

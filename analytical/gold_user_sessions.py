@@ -11,7 +11,8 @@ opens the interval [eventTime, eventTime + its gap], intervals of a user that ov
 and the session ends where the latest of its intervals does: an event exactly at that end still joins
 the session, an event later than that starts a new one.
 
-Silver holds each event once, so a copy is never counted twice; an event without a userId cannot be
+A user's sessions that the state held open when `lakehouse forget` erased the user are not written when they
+close (analytical.erasure_requests). Silver holds each event once, so a copy is never counted twice; an event without a userId cannot be
 sessionized and is left out (`anonymous_events` observes how many each batch read). The watermark is
 `analytical.watermark`, as gold's: a late event within it still joins or extends its session, and a
 session is written only when no event within the watermark can change it, so a row here is final. A
@@ -28,6 +29,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import BooleanType, LongType, StringType, StructField, StructType, TimestampType
 
 from analytical import gold_page_conversion, silver_clicks
+from analytical.erasure_requests import requests_under, without_forgotten
 from analytical.gold_page_conversion import LAST_PURCHASE_AT, VISITS
 from analytical.quality import (FAILED_EXPECTATION, Suite, between, equal, metrics_name, not_null, passing, unique,
                                 with_expectations)
@@ -150,7 +152,10 @@ def writer(spark: SparkSession, config: Config, source_root: str, target_root: s
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:
         txn = txn_of(batch_id)
-        with cached(passing(batch, policy)) as sessions:
+        written = passing(batch, policy)
+        if (requests := requests_under(spark, target_root)) is not None:  # sessions held open across an erasure
+            written = written.transform(without_forgotten, requests, "sessionStart")
+        with cached(written) as sessions:
             append(sessions.drop(VISITS, LAST_PURCHASE_AT), sessions_path, PRUNE, txn)
             gold_page_conversion.add_sessions(sessions, config, source_root, conversion_path, txn)
 
@@ -201,5 +206,5 @@ TABLE = Table(
     policy="fail",
     user_of_row=lambda: F.col("userId"),
 )
-STREAM = TABLE.stream(writer, enabled=lambda config: config.sessions.enabled,
+STREAM = TABLE.stream(writer, reads=(silver_clicks.TABLE,), enabled=lambda config: config.sessions.enabled,
                       also_writes=(gold_page_conversion.TABLE,))

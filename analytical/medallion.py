@@ -96,7 +96,8 @@ def _stream(name: str, read: Callable[[SparkSession, Config, str], DataFrame], l
     writes = ((bronze_clicks.TABLE,) if land else ()) + (silver_clicks.TABLE, silver_clicks.QUARANTINE,
                                                          gold_page_clicks_5s.TABLE)
     return Stream(name, "medallion", _writer(read, name, land), trigger=lambda config: config.analytical.triggers.medallion,
-                  lateness=lambda config: config.analytical.watermark, writes=writes)
+                  lateness=lambda config: config.analytical.watermark, writes=writes,
+                  reads=() if land else (bronze_clicks.TABLE,))
 
 
 #: Kafka -> bronze, silver, the quarantine and gold's 5-second windows: the live medallion and its backfill.

@@ -79,20 +79,20 @@ class Table:
         """Its expectations under `config`, named after the table; None when it has none."""
         return None if self.expectations is None else replace(self.expectations(config), table=self.name)
 
-    def stream(self, writer: Writer, enabled: Callable[[Config], bool] = lambda config: True,
+    def stream(self, writer: Writer, reads: tuple["Table", ...], enabled: Callable[[Config], bool] = lambda config: True,
                also_writes: tuple["Table", ...] = ()) -> Stream:
         """The stream that follows the medallion's query to write this table, named after it:
         `gold/page_clicks_hourly` is written by the query (and checkpoint) `gold_page_clicks_hourly`,
         on the trigger `analytical.triggers.gold`.
 
-            STREAM = TABLE.stream(writer)
+            STREAM = TABLE.stream(writer, reads=(gold_page_clicks_5s.TABLE,))
 
-        `enabled`: whether a configuration runs it (Stream.enabled); `also_writes`: the tables it writes
+        `reads`: the tables it streams from; `enabled`: whether a configuration runs it (Stream.enabled); `also_writes`: the tables it writes
         after this one from the same batches (gold/user_sessions' query writes gold/page_conversion).
         """
         return Stream(self.key, self.layer, writer, trigger=lambda config: config.analytical.triggers.gold,
                       lateness=lambda config: config.analytical.watermark, writes=(self, *also_writes),
-                      enabled=enabled)
+                      reads=reads, enabled=enabled)
 
     def at(self, root: str) -> "TableAt":
         """The table under one storage root: a handle that knows its path, reads and creates it.

@@ -217,6 +217,13 @@ class SessionsConfig(Section):
     engaged_page_views: int = Field(ge=1)
 
 
+class ErasureConfig(Section):
+    """`lakehouse forget` (analytical.erasure)."""
+
+    #: How long it waits for a running stream to read what the erasure rewrites before it gives up.
+    catch_up_timeout: PositiveDuration
+
+
 ExpectationPolicy = Literal["warn", "drop", "fail"]
 
 
@@ -296,6 +303,7 @@ class Config(Section):
     operational: OperationalConfig
     analytical: AnalyticalConfig
     sessions: SessionsConfig
+    erasure: ErasureConfig
     quality: QualityConfig
     broker: BrokerConfig
     object_store: EmbeddedStoreConfig

@@ -46,6 +46,8 @@ class Stream:
     lateness: Callable[[Config], timedelta] = field(compare=False)
     #: The Delta tables it writes, in the order it creates them.
     writes: tuple[Output, ...] = ()
+    #: The Delta tables it streams from (an erasure waits for it to have read what it rewrites).
+    reads: tuple[Output, ...] = ()
     #: Whether the configuration runs it (`sessions.enabled`); a stream that is off starts nowhere.
     enabled: Callable[[Config], bool] = field(default=lambda config: True, compare=False)
 

@@ -15,6 +15,7 @@ from pyspark.sql.streaming import DataStreamWriter
 from pyspark.sql.types import LongType, StringType, StructField, StructType, TimestampType
 
 from analytical.gold_page_clicks_5s import read_silver
+from analytical.silver_clicks import TABLE as SILVER_CLICKS
 from analytical.quality import Suite, between, not_null, unique
 from analytical.tables import Table
 from analytical.writes import Prune, checked_upsert_stream
@@ -53,4 +54,4 @@ TABLE = Table(
     expectations=suite,
     policy="fail",
 )
-STREAM = TABLE.stream(writer)
+STREAM = TABLE.stream(writer, reads=(SILVER_CLICKS,))

@@ -14,7 +14,8 @@ from delta.tables import DeltaTable
 
 from analytical import pipeline
 from analytical.bronze_clicks import TABLE as BRONZE
-from analytical.erasure import REQUESTS, erase
+from analytical.erasure import erase
+from analytical.erasure_requests import TABLE as REQUESTS
 from analytical.gold_page_clicks_5s import TABLE as GOLD_5S
 from analytical.gold_page_clicks_hourly import TABLE as GOLD_HOURLY
 from analytical.gold_page_conversion import TABLE as PAGE_CONVERSION
@@ -32,6 +33,7 @@ THEIRS = [
     click("f1", "/a", "10:00:00", userId=FORGOTTEN),
     b'{"eventId":"f3","userId":"' + FORGOTTEN.encode() + b'","pageId":"/a","eventTi',
     json.dumps({"eventId": "f4", "pageId": "/b", "eventTime": 7, "userId": FORGOTTEN}).encode(),
+    click("f5", "/c", "10:04:50", userId=FORGOTTEN),  # a session still open in the state at the erasure
 ]
 #: Everybody else's: users on the same pages and windows, anonymous clicks, a broken record of another user.
 OTHERS = [
@@ -89,7 +91,7 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
 
     rows = {row["table"]: row["rowsRemoved"] for row in erase(spark, lake, [FORGOTTEN], report=lambda line: None)}
 
-    assert rows == {"bronze/clicks": 5, "silver/clicks": 2, "silver/quarantine": 2, "gold/user_sessions": 1}
+    assert rows == {"bronze/clicks": 6, "silver/clicks": 3, "silver/quarantine": 2, "gold/user_sessions": 1}
     # Only the sessions' state still has them: its retained versions, which the stream alone rewrites (CONTRACT.md)
     left = traces(Path(root), FORGOTTEN)
     assert left and all(path.startswith("_checkpoints/gold_user_sessions/state/") for path in left), left
@@ -118,8 +120,10 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     again = {row["table"]: row["rowsRemoved"] for row in erase(spark, lake, [FORGOTTEN], report=lambda line: None)}
     assert again == dict.fromkeys(rows, 0) and every_row(spark, root) == after
 
-    # the streams read on past the erasure's commits
+    # The streams read on past the erasure's commits; the user's session the state held open closes unwritten.
     send(lake, click("o7", "/c", "10:06:00", userId="u2"), click("o8", "/z", "10:09:00", userId="u9"))
     runs = {run.name: run.rows for run in pipeline.backfill(spark, lake, report=lambda line: None)}
     assert runs["medallion"] == 2 and {row[0] for row in SILVER.at(root).read(spark).select("eventId").collect()} == {
         "o1", "o2", "o3", "o4", "o6", "o7", "o8"}
+    sessions = {(row.userId, row.sessionStart.strftime("%H:%M:%S")) for row in USER_SESSIONS.at(root).read(spark).collect()}
+    assert ("u9", "10:05:00") in sessions and FORGOTTEN not in {user for user, _ in sessions}, sessions

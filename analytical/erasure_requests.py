@@ -1,0 +1,53 @@
+"""`ops/erasure_requests`: one row per user whose clicks `lakehouse forget` erased, or is erasing.
+
+A request names its user by the SHA-256 of the userId only, so that the record of an erasure is not the
+personal data it erased. It is open (no completedAt) until every table is done, and counts the rows each
+table lost. The sessions' stream reads it too: a session its state held open when its user was erased is
+not written when it closes (`without_forgotten`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType, TimestampType
+
+from analytical.tables import Table
+
+
+def user_hash(user_id: str) -> str:
+    """The id as the lake keeps it: SHA-256 of its UTF-8 bytes, in hex, as Spark's `sha2(userId, 256)`.
+
+        user_hash("u1") -> "a0dc65ffca799873cbea0ac274015b9526505daaaed385155425f7337704883e"
+    """
+    return hashlib.sha256(user_id.encode()).hexdigest()
+
+
+def without_forgotten(rows: DataFrame, requests: DataFrame, started: str) -> DataFrame:
+    """`rows` (with userId and the time column `started`) without those of a user whose erasure was requested
+    at or after `started`: what the user did before asking. A row that began after the request is kept.
+
+        rows (u1, 10:00), (u1, 12:00), (u2, 10:00); u1 forgotten at 11:00 -> (u1, 12:00), (u2, 10:00)
+    """
+    forgotten = F.broadcast(requests.select("userIdSha256", "requestedAt"))
+    return rows.join(forgotten, (F.sha2(rows["userId"], 256) == forgotten["userIdSha256"])
+                     & (rows[started] <= forgotten["requestedAt"]), "left_anti")
+
+
+def requests_under(spark: SparkSession, root: str) -> DataFrame | None:
+    """The requests recorded under `root`, None when there are none yet (no table: nothing to read)."""
+    located = TABLE.at(root)
+    return located.read(spark) if located.exists(spark) else None
+
+
+TABLE = Table(
+    "ops/erasure_requests",
+    StructType([
+        StructField("userIdSha256", StringType()),
+        StructField("requestedAt", TimestampType()),
+        StructField("completedAt", TimestampType()),
+        StructField("rowsRemoved", MapType(StringType(), LongType())),
+    ]),
+)
