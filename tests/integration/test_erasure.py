@@ -12,7 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from delta.tables import DeltaTable
 
-from analytical import pipeline
+import pytest
+
+from analytical import medallion, pipeline
 from analytical.bronze_clicks import TABLE as BRONZE
 from analytical.erasure import erase
 from analytical.erasure_requests import TABLE as REQUESTS
@@ -21,6 +23,7 @@ from analytical.gold_page_clicks_hourly import TABLE as GOLD_HOURLY
 from analytical.gold_page_conversion import TABLE as PAGE_CONVERSION
 from analytical.gold_user_sessions import TABLE as USER_SESSIONS
 from analytical.silver_clicks import QUARANTINE, TABLE as SILVER
+from shared.errors import LakehouseError
 from tests.helpers import click, lakehouse_here, send
 
 FORGOTTEN = "u-forget-7"  # nothing else sent holds this text, so any trace of it in a file is the user's
@@ -85,6 +88,15 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     root = lake.storage.root
     send(lake, *THEIRS, *OTHERS)
     pipeline.backfill(spark, lake, report=lambda line: None)
+    # The sessions' stream stopped behind silver would read files the erasure deletes: refused, nothing deleted.
+    send(lake, click("o9", "/c", "10:04:55", userId="u2"))
+    pipeline.backfill(spark, lake, report=lambda line: None, streams=[medallion.STREAM])
+    held = every_row(spark, root)
+    with pytest.raises(LakehouseError, match="gold_user_sessions has not read silver/clicks up to version .* and is "
+                                             "not running: catch it up first"):
+        erase(spark, lake, [FORGOTTEN], report=lambda line: None)
+    assert every_row(spark, root) == held
+    pipeline.backfill(spark, lake, report=lambda line: None)
     before = every_row(spark, root)
     assert traces(Path(root), FORGOTTEN), "the lake holds the user before the erasure: the scan can see them"
     silver_version = DeltaTable.forPath(spark, SILVER.at(root).path).history(1).first().version
@@ -124,6 +136,6 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     send(lake, click("o7", "/c", "10:06:00", userId="u2"), click("o8", "/z", "10:09:00", userId="u9"))
     runs = {run.name: run.rows for run in pipeline.backfill(spark, lake, report=lambda line: None)}
     assert runs["medallion"] == 2 and {row[0] for row in SILVER.at(root).read(spark).select("eventId").collect()} == {
-        "o1", "o2", "o3", "o4", "o6", "o7", "o8"}
+        "o1", "o2", "o3", "o4", "o6", "o7", "o8", "o9"}
     sessions = {(row.userId, row.sessionStart.strftime("%H:%M:%S")) for row in USER_SESSIONS.at(root).read(spark).collect()}
     assert ("u9", "10:05:00") in sessions and FORGOTTEN not in {user for user, _ in sessions}, sessions

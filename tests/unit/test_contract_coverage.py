@@ -1,5 +1,5 @@
 """Every promise of CONTRACT.md has tests: CONTRIBUTING.md's table "What tests each promise" has a row
-for every command (read from the real parser), every table of the registry, every `sessions.*` key, every
+for every command (read from the real parser), every table of the registry and the erasure requests, every `sessions.*` and `erasure.*` key, every
 reconciliation cause and every exit code, and
 every test it names exists; every parse reason is a case of the parsing's table test."""
 
@@ -11,10 +11,11 @@ import re
 from functools import cache
 
 from analytical.reconciliation import CAUSES, UNEXPLAINED
+from analytical.erasure_requests import TABLE as ERASURE_REQUESTS
 from analytical.registry import TABLES
 from lakehouse.cli import build_parser
 from shared import PROJECT_ROOT
-from shared.config import SessionsConfig
+from shared.config import ErasureConfig, SessionsConfig
 from shared.parsing import PARSE_REASONS
 
 EXIT_CODES = ("exit 0", "exit 1", "exit 2")
@@ -45,8 +46,9 @@ def rows() -> dict[str, list[str]]:
 def test_every_command_cause_and_exit_code_has_a_row():
     promised = [f"lakehouse {command}" for command in commands(build_parser())]
     promised += [f"cause {cause}" for cause in [*CAUSES, UNEXPLAINED]] + ["outsideHistory", *EXIT_CODES]
-    promised += [f"table {table.name}" for table in TABLES]
+    promised += [f"table {table.name}" for table in (*TABLES, ERASURE_REQUESTS)]
     promised += [f"key sessions.{key}" for key in SessionsConfig.model_fields]
+    promised += [f"key erasure.{key}" for key in ErasureConfig.model_fields]
     assert [promise for promise in promised if not rows().get(promise)] == []
     assert [promise for promise in rows() if promise not in promised] == [], "a row for no promise"
 
