@@ -246,6 +246,12 @@ class QualityConfig(Section):
 class BrokerConfig(Section):
     run_dir: Path
     heap_mb: int = Field(ge=128)
+    #: How long its topics keep a record (log.retention.ms): the latest a record `lakehouse forget` erased
+    #: from the lake stays on the topic, with `segment_roll`.
+    retention: PositiveDuration
+    #: How often a partition's log starts a new segment (log.roll.ms): Kafka drops whole segments, so a record
+    #: goes at most retention + segment_roll after it came.
+    segment_roll: PositiveDuration
     start_timeout_s: float = Field(gt=0)
     stop_timeout_s: float = Field(gt=0)
 

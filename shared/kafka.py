@@ -6,6 +6,8 @@ security (`shared.kafka_probe`), in one line instead of a 30-second timeout.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import itertools
 import logging
 import socket
@@ -147,6 +149,22 @@ def admin_client(kafka: KafkaConfig) -> Iterator[Any]:
         yield admin
     finally:
         admin.close()
+
+
+def records_kept_for(kafka: KafkaConfig, topic: str) -> timedelta | None:
+    """The longest a record stays on `topic` once appended, as the broker has it set: retention.ms plus
+    segment.ms (Kafka deletes whole segments, and a segment's newest record must be past the retention);
+    None when the topic keeps records forever (retention.ms -1)."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    with admin_client(kafka) as admin:
+        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.ms": None,
+                                                                                            "segment.ms": None})],
+                                           config_filter="all")
+    settings = {key: int(entry["value"]) for key, entry in described["topic"][topic].items()}
+    if settings["retention.ms"] < 0:
+        return None
+    return timedelta(milliseconds=settings["retention.ms"] + settings["segment.ms"])
 
 
 def ensure_topics(

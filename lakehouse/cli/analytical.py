@@ -83,7 +83,10 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(config: Config, args: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
     from analytical.erasure import erase, requested_ids
+    from shared.kafka import records_kept_for
     from shared.object_store import require_reachable
     from shared.spark import spark_session
 
@@ -99,7 +102,15 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     require_reachable(config.storage.root, config.storage.s3)
     spark = spark_session(config, application="analytical")
     rows = erase(spark, config, ids, say)
-    print_rows(rows, ["table", "rowsRemoved", "filesDeleted"], args.format)
+    topic = config.kafka.topics.clicks
+    kept = records_kept_for(config.kafka, topic)
+    gone_by = None if kept is None else (datetime.now(timezone.utc) + kept).strftime("%Y-%m-%dT%H:%M:%SZ")
+    print_rows(rows, ["table", "rowsRemoved", "filesDeleted"], args.format,
+               document={"tables": rows, "topic": topic, "topicDropsTheRecordsBy": gone_by})
+    say(f"{topic} keeps records forever (retention.ms -1): the user's records stay on it until it is given a "
+        "retention" if gone_by is None else
+        f"{topic} drops the user's records by {gone_by} (its retention.ms + segment.ms: {kept}); "
+        "the lake holds none of them")
     return 0
 
 

@@ -265,7 +265,8 @@ class EmbeddedBroker:
             "share.coordinator.state.topic.replication.factor": "1",
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
-            "log.retention.hours": "168",
+            "log.retention.ms": str(int(self.settings.retention.total_seconds() * 1000)),
+            "log.roll.ms": str(int(self.settings.segment_roll.total_seconds() * 1000)),
             "log.segment.bytes": str(256 * 1024 * 1024),
         }
         if self.tls:

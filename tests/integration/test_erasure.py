@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -129,8 +130,22 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     assert old.returncode == 2 and old.stderr.count("\n") == 1, old.stderr
     assert "data file of the version asked is gone: an erasure (`lakehouse forget`" in old.stderr, old.stderr
 
-    again = {row["table"]: row["rowsRemoved"] for row in erase(spark, lake, [FORGOTTEN], report=lambda line: None)}
-    assert again == dict.fromkeys(rows, 0) and every_row(spark, root) == after
+    # Again, as a user types it: nothing left to remove, and when the topic drops the user's records
+    options = [f"--set={item}" for item in (*config_overrides, *SETTINGS)]
+    again = lakehouse_here("forget", "--user-id", FORGOTTEN, "--format", "json", *options)
+    assert again.returncode == 0, again.stderr
+    answer = json.loads(again.stdout)
+    assert {row["table"]: row["rowsRemoved"] for row in answer["tables"]} == dict.fromkeys(rows, 0)
+    assert every_row(spark, root) == after
+    kept = lake.broker.retention + lake.broker.segment_roll  # the topic's retention.ms and segment.ms, as the broker has them
+    drops_by = datetime.fromisoformat(answer["topicDropsTheRecordsBy"].replace("Z", "+00:00"))
+    assert abs(drops_by - (datetime.now(timezone.utc) + kept)) < timedelta(minutes=2), answer
+    assert "drops the user's records by" in again.stderr
+
+    for bad, says in ((["--user-id", ""], "user id 1 is empty"), (["--ids-file", f"{root}/none.txt"], "--ids-file"),
+                      (["--user-id", "u1", f"--set=storage.root={root}/elsewhere"], "is not a lake")):
+        refused = lakehouse_here("forget", *options, *bad)  # the last --set of a key wins
+        assert refused.returncode == 2 and says in refused.stderr and refused.stderr.count("\n") == 1, refused.stderr
 
     # The streams read on past the erasure's commits; the user's session the state held open closes unwritten.
     send(lake, click("o7", "/c", "10:06:00", userId="u2"), click("o8", "/z", "10:09:00", userId="u9"))
