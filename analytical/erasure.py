@@ -43,6 +43,9 @@ from shared.errors import ConfigError, LakehouseError
 
 #: How often a delete is tried when a stream's write to the same table commits first.
 DELETE_ATTEMPTS = 10
+#: The commits of a table's history an erasure looks back over for its own deletes and the appends before
+#: them (a live table commits once a trigger: minutes of history, not the years its log may hold).
+RECENT_COMMITS = 1000
 
 
 def requested_ids(ids: Iterable[str]) -> list[str]:
@@ -88,9 +91,10 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     for table in present:
         located = table.at(root)
         found = _rows_per_user(located.read(spark), table, hashes)
-        if found:
-            deleted_at = _delete(spark, located.path, of_users(table, hashes), report)
+        if found:  # counted before the delete: a run killed between the two finds and counts them again
             _record_removed(spark, root, table, found)
+            _delete(spark, located.path, of_users(table, hashes), report)
+        if (deleted_at := _last_delete(spark, located.path)) is not None:  # this run's, or a killed one's
             _wait_until_read(spark, config, table, _last_append(spark, located.path, before=deleted_at) + 1, report,
                              wait=True)
         files = _delete_removed_files(spark, config, located.path)
@@ -107,17 +111,15 @@ def _rows_per_user(rows: DataFrame, table: Table, hashes: Sequence[str]) -> dict
             .groupBy("user").agg(F.count(F.lit(1)).alias("rows")).collect()}
 
 
-def _delete(spark: SparkSession, path: str, condition: Column, report: Callable[[str], None]) -> int:
-    """DELETE the rows `condition` selects, again while a concurrent write to the table commits first;
-    the version the delete committed."""
+def _delete(spark: SparkSession, path: str, condition: Column, report: Callable[[str], None]) -> None:
+    """DELETE the rows `condition` selects, again while a concurrent write to the table commits first."""
     from delta.exceptions import DeltaConcurrentModificationException
     from delta.tables import DeltaTable
 
     for attempt in range(1, DELETE_ATTEMPTS + 1):
         try:
-            delta = DeltaTable.forPath(spark, path)
-            delta.delete(condition)
-            return int(delta.history(20).where("operation = 'DELETE'").agg(F.max("version")).first()[0])
+            DeltaTable.forPath(spark, path).delete(condition)
+            return
         except DeltaConcurrentModificationException as conflict:
             if attempt == DELETE_ATTEMPTS:
                 raise LakehouseError(f"{path}: the erasure's delete conflicted with {DELETE_ATTEMPTS} concurrent "
@@ -131,12 +133,21 @@ _NOT_APPENDS = frozenset({"CREATE TABLE", "DELETE", "OPTIMIZE", "VACUUM START", 
                           "UNSET TBLPROPERTIES", "REORG", "ADD COLUMNS", "CHANGE COLUMN", "DROP FEATURE"})
 
 
+def _last_delete(spark: SparkSession, path: str) -> int | None:
+    """The newest version among the recent ones that deleted rows (an erasure's), None when none did."""
+    from delta.tables import DeltaTable
+
+    history = DeltaTable.forPath(spark, path).history(RECENT_COMMITS)
+    newest = history.where("operation = 'DELETE'").agg(F.max("version")).first()[0]
+    return None if newest is None else int(newest)
+
+
 def _last_append(spark: SparkSession, path: str, before: int | None = None) -> int:
     """The newest version (before `before`, when given) that may append rows a stream has to read; -1 for none.
     An operation not known to append nothing counts as one."""
     from delta.tables import DeltaTable
 
-    history = DeltaTable.forPath(spark, path).history().select("version", "operation")
+    history = DeltaTable.forPath(spark, path).history(RECENT_COMMITS).select("version", "operation")
     if before is not None:
         history = history.where(F.col("version") < before)
     newest = history.where(~F.col("operation").isin(list(_NOT_APPENDS))).agg(F.max("version")).first()[0]
@@ -244,13 +255,13 @@ def _open_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> dic
 
 
 def _record_removed(spark: SparkSession, root: str, table: Table, found: dict[str, int]) -> None:
-    """Add the rows `table` lost to each user's open request (a request an interrupted run left keeps
-    what that run removed: the run that finishes it finds none of those rows)."""
+    """Set the rows `table` holds of each user on their open request, before they are deleted. A run killed
+    after its delete committed leaves the count; the run that finishes the request finds none and keeps it."""
     removed = spark.createDataFrame(list(found.items()), "userIdSha256 string, rows bigint")
     held = F.coalesce(F.col("request.rowsRemoved"), F.create_map().cast("map<string, bigint>"))
     others = F.map_filter(held, lambda name, rows: name != F.lit(table.name))
     _update_open(spark, root, removed, {"rowsRemoved": F.map_concat(
-        others, F.create_map(F.lit(table.name), F.coalesce(held[table.name], F.lit(0)) + F.col("done.rows")))})
+        others, F.create_map(F.lit(table.name), F.col("done.rows")))})
 
 
 def _close_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> None:

@@ -129,3 +129,28 @@ def forget_the_batch_commit(checkpoint: str) -> None:
     last = max(int(entry.name) for entry in commits.iterdir() if entry.name.isdigit())
     for written in (commits / str(last), commits / f".{last}.crc"):
         written.unlink(missing_ok=True)
+
+
+def files_holding(root: Path, text: str) -> list[str]:
+    """The files under `root` (paths relative to it) that hold `text`: a Parquet file's every value
+    decoded (its pages are compressed), any other file's bytes as they are (Delta's JSON log, checksums,
+    checkpoints' offsets and state). What a data-protection officer's scan of a lake for a user's id finds."""
+    import pyarrow.parquet as pq
+
+    wanted = text.encode()
+
+    def holds(value) -> bool:
+        if isinstance(value, dict):
+            return any(holds(item) for pair in value.items() for item in pair)
+        if isinstance(value, (list, tuple)):
+            return any(holds(item) for item in value)
+        return wanted in value if isinstance(value, bytes) else isinstance(value, str) and text in value
+
+    found = []
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        hit = any(holds(row) for row in pq.read_table(path).to_pylist()) if path.suffix == ".parquet" \
+            else wanted in path.read_bytes()
+        if hit:
+            found.append(str(path.relative_to(root)))
+    return found
+

@@ -19,11 +19,12 @@ from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_location
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import free_port, make_config
-from tests.helpers import LAKEHOUSE, ahead_of_the_clock, assert_no_errors, assert_quiet, lakehouse_here, run_lakehouse, send, wait_for
+from tests.helpers import (LAKEHOUSE, ahead_of_the_clock, assert_no_errors, assert_quiet, click, files_holding, lakehouse_here,
+                           run_lakehouse, send, wait_for)
 from tests.processes import alive, command_line, family, processes
 from tests.topics import alert_records, read_to_end
-from tests.run_scenario import (alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic, run_options,
-                                windows_closed_by_the_newest_click)
+from tests.run_scenario import (CLICKS, DAY, alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic,
+                                run_options, windows_closed_by_the_newest_click)
 
 
 #: Every query of both paths, from the catalog (the first test turns the sessions on, which the tests' settings turn off).
@@ -36,10 +37,17 @@ def settings(config_overrides, *more: str) -> list[str]:
     return run_options(config_overrides, *more)
 
 
-def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark, config, config_overrides, tmp_path):
-    options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true")
+#: A user's clicks sent while `run` runs, then erased by `lakehouse forget` beside it: a page of their own,
+#: under the threshold, in a window no other click is in.
+GONE_USER, GONE = "u-gone-42", [("g1", "/gone", "10:00:26.000"), ("g2", "/gone", "10:00:27.000")]
 
-    def the_medallion_yields_and_a_second_run_is_refused(run) -> None:
+
+def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark, config, config_overrides, tmp_path):
+    """Also `lakehouse forget` while run runs, its sessions' stream reading the silver the erasure rewrites."""
+    options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true")
+    root = Path(config.storage.root)
+
+    def the_medallion_yields_a_second_run_is_refused_and_a_user_is_forgotten(run) -> None:
         now = list(processes())
         everything = family(run.pid, now)
         medallion = family(next(pid for pid in everything if "--progress-json" in command_line(pid)), now)
@@ -50,13 +58,23 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
         assert second.returncode == 2, second.stderr
         assert "is in use by pid" in second.stderr and "stop that run first" in second.stderr
 
+        send(config, *(click(event_id, page, time, day=DAY, userId=GONE_USER) for event_id, page, time in GONE))
+        forgotten = lakehouse_here("forget", "--user-id", GONE_USER, "--format", "json", *options)
+        assert forgotten.returncode == 0, forgotten.stderr
+        assert {row["table"]: row["rowsRemoved"] for row in json.loads(forgotten.stdout)["tables"]} == {
+            "bronze/clicks": 2, "silver/clicks": 2, "silver/quarantine": 0, "gold/user_sessions": 0}, forgotten.stderr
+        # Its sessions' state still holds the open session (CONTRACT.md, Erasure); no table does.
+        assert [path for path in files_holding(root, GONE_USER) if not path.startswith("_checkpoints/")] == []
+
     output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",
-                                    while_running=the_medallion_yields_and_a_second_run_is_refused)
+                                    while_running=the_medallion_yields_a_second_run_is_refused_and_a_user_is_forgotten)
 
     assert "stop requested: stopping" in output and "Traceback" not in output
     assert_quiet(output)
     assert all(f"  {name} " in output for name in QUERIES), "one console view of both processes' queries"
-    assert alerted(config) == expected_alerts() and gold(spark, config) == expected_windows()
+    assert alerted(config) == expected_alerts(), "the erased user's clicks alerted nothing"
+    assert gold(spark, config) == expected_windows([*CLICKS, *GONE]), "gold keeps the erased user's counts"
+    assert [path for path in files_holding(root, GONE_USER) if not path.startswith("_checkpoints/")] == []
 
     status = lakehouse_here("status", "--format", "json", *options)
     assert status.returncode == 0, status.stderr

@@ -1,6 +1,6 @@
 """Both paths with every table and checkpoint on an S3-compatible object store, on two servers written
 apart (the project's embedded S3Proxy, and moto's server): `run` under traffic, a backfill, `rebuild`,
-`check`, `reconcile`, `query` and `sql` in both engines, `status`, `maintain`, the tables read from
+`check`, `forget`, `reconcile`, `query` and `sql` in both engines, `status`, `maintain`, the tables read from
 outside by deltalake, Polars and DuckDB; and the one-line refusals of a store that cannot be used."""
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from tests.run_scenario import (ENDING_HOT, alerted, expected_alerts, expected_w
 
 #: What runs on each server after `run`: on the embedded one, every command that writes; on the second,
 #: what DEPLOYMENT.md's table of tested stores promises (both paths, a backfill, `reconcile`, `sql`).
-COMMANDS_ON = {"S3Proxy": (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"]),
+COMMANDS_ON = {"S3Proxy": (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"],
+                           ["forget", "--user-id", "nobody-here"]),  # the crafted clicks name no user: 0 rows
                "moto": (["analytical", "--available-now"],)}
 
 

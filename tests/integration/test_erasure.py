@@ -10,78 +10,17 @@ import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import pyarrow.parquet as pq
+import pytest
 from delta.tables import DeltaTable
 
-import pytest
-
 from analytical import medallion, pipeline
-from analytical.bronze_clicks import TABLE as BRONZE
 from analytical.erasure import erase
 from analytical.erasure_requests import TABLE as REQUESTS
-from analytical.gold_page_clicks_5s import TABLE as GOLD_5S
-from analytical.gold_page_clicks_hourly import TABLE as GOLD_HOURLY
-from analytical.gold_page_conversion import TABLE as PAGE_CONVERSION
 from analytical.gold_user_sessions import TABLE as USER_SESSIONS
-from analytical.silver_clicks import QUARANTINE, TABLE as SILVER
+from analytical.silver_clicks import TABLE as SILVER
 from shared.errors import LakehouseError
-from tests.helpers import click, lakehouse_here, send
-
-FORGOTTEN = "u-forget-7"  # nothing else sent holds this text, so any trace of it in a file is the user's
-SETTINGS = ("sessions.enabled=true", "sessions.gap=30 seconds", "analytical.watermark=1 minute", "hot_pages.threshold=1")
-
-#: The user's records: two events, a copy of one, a record that is not JSON and one that breaks the contract.
-THEIRS = [
-    click("f1", "/a", "10:00:00", userId=FORGOTTEN),
-    click("f2", "/b", "10:00:10", userId=FORGOTTEN, eventType="purchase"),
-    click("f1", "/a", "10:00:00", userId=FORGOTTEN),
-    b'{"eventId":"f3","userId":"' + FORGOTTEN.encode() + b'","pageId":"/a","eventTi',
-    json.dumps({"eventId": "f4", "pageId": "/b", "eventTime": 7, "userId": FORGOTTEN}).encode(),
-    click("f5", "/c", "10:04:50", userId=FORGOTTEN),  # a session still open in the state at the erasure
-]
-#: Everybody else's: users on the same pages and windows, anonymous clicks, a broken record of another user.
-OTHERS = [
-    click("o1", "/a", "10:00:01", userId="u1"),
-    click("o2", "/b", "10:00:12", userId="u1", eventType="add_to_cart"),
-    click("o3", "/a", "10:00:02"),
-    click("o4", "/c", "10:00:40", userId="u2"),
-    b'{"eventId":"o5","userId":"u2","pageId":"/c"',
-    click("o6", "/z", "10:05:00", userId="u9"),  # moves the watermark past every session above
-]
-
-
-def every_row(spark, root: str) -> dict[str, set]:
-    """Each table's rows, as tuples (the Delta table's columns in order; maps and arrays made hashable)."""
-    def hashable(value):
-        if isinstance(value, dict):
-            return tuple(sorted(value.items()))
-        return tuple(hashable(item) for item in value) if isinstance(value, list) else value
-    tables = (BRONZE, SILVER, QUARANTINE, GOLD_5S, GOLD_HOURLY, USER_SESSIONS, PAGE_CONVERSION)
-    return {table.name: {tuple(hashable(v) for v in row) for row in table.at(root).read(spark).collect()}
-            for table in tables}
-
-
-def traces(root: Path, text: str) -> list[str]:
-    """The files under `root` that hold `text`: a Parquet file's every value decoded (its pages are
-    compressed), any other file's bytes as they are (logs, checksums, checkpoints' offsets)."""
-    wanted = text.encode()
-
-    def holds(value) -> bool:
-        if isinstance(value, dict):
-            return any(holds(item) for pair in value.items() for item in pair)
-        if isinstance(value, (list, tuple)):
-            return any(holds(item) for item in value)
-        return wanted in value if isinstance(value, bytes) else isinstance(value, str) and text in value
-
-    found = []
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        if path.suffix == ".parquet":
-            hit = any(holds(row) for row in pq.read_table(path).to_pylist())
-        else:
-            hit = wanted in path.read_bytes()
-        if hit:
-            found.append(str(path.relative_to(root)))
-    return found
+from tests.erasure_lake import FORGOTTEN, OTHERS, REMOVED, SETTINGS, THEIRS, every_row, without_the_user
+from tests.helpers import click, files_holding, lakehouse_here, send
 
 
 def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, configured, config_overrides):
@@ -99,24 +38,17 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     assert every_row(spark, root) == held
     pipeline.backfill(spark, lake, report=lambda line: None)
     before = every_row(spark, root)
-    assert traces(Path(root), FORGOTTEN), "the lake holds the user before the erasure: the scan can see them"
+    assert files_holding(Path(root), FORGOTTEN), "the lake holds the user before the erasure: the scan can see them"
     silver_version = DeltaTable.forPath(spark, SILVER.at(root).path).history(1).first().version
 
     rows = {row["table"]: row["rowsRemoved"] for row in erase(spark, lake, [FORGOTTEN], report=lambda line: None)}
 
-    assert rows == {"bronze/clicks": 6, "silver/clicks": 3, "silver/quarantine": 2, "gold/user_sessions": 1}
+    assert rows == REMOVED
     # Only the sessions' state still has them: its retained versions, which the stream alone rewrites (CONTRACT.md)
-    left = traces(Path(root), FORGOTTEN)
+    left = files_holding(Path(root), FORGOTTEN)
     assert left and all(path.startswith("_checkpoints/gold_user_sessions/state/") for path in left), left
     after = every_row(spark, root)
-    theirs = set(THEIRS)
-    expected = {
-        **before,
-        BRONZE.name: {row for row in before[BRONZE.name] if row[1] not in theirs},
-        SILVER.name: {row for row in before[SILVER.name] if row[3] != FORGOTTEN},
-        QUARANTINE.name: {row for row in before[QUARANTINE.name] if row[1] not in theirs},
-        USER_SESSIONS.name: {row for row in before[USER_SESSIONS.name] if row[0] != FORGOTTEN},
-    }
+    expected = without_the_user(before)
     assert {name: len(held) for name, held in expected.items()} != {name: len(held) for name, held in before.items()}
     assert after == expected, "a row of another user, or of gold, changed"
 
