@@ -24,6 +24,9 @@ from tests.helpers import click, files_holding, lakehouse_here, send
 
 
 def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, configured, config_overrides):
+    """Its time: four backfills (the lake, the medallion alone that leaves the sessions behind, their catch-up,
+    the streams after the erasure), three erasures (refused, done, again as a command) and three scans of
+    every file of the lake."""
     lake = configured(*SETTINGS, topics=("clicks",))
     root = lake.storage.root
     send(lake, *THEIRS, *OTHERS)

@@ -75,8 +75,13 @@ def test_a_table_made_before_a_column_was_declared_gets_it_in_its_place_and_keep
     table = spark.read.format("delta").load(path)
     assert table.columns == declared.schema.fieldNames()
     assert [(row.eventId, row.userId, row.eventType, row.offset) for row in table.collect()] == [("e1", "u1", None, 7)]
+    # the column, and the statistics' columns it declares (a table made before them follows them from then on)
+    operations = [row.operation for row in spark.sql(f"DESCRIBE HISTORY delta.`{path}`").orderBy("version").collect()]
+    assert operations == ["WRITE", "ADD COLUMNS", "SET TBLPROPERTIES"]
+    assert spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()["properties"]["delta.dataSkippingStatsColumns"] == \
+        ",".join(declared.stats_columns)
     declared.at(str(tmp_path)).create(spark, declared.schema)  # a second start adds nothing
-    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == 2
+    assert spark.sql(f"DESCRIBE HISTORY delta.`{path}`").count() == 3
 
 
 def test_check_validates_the_suite_of_every_registered_table_that_declares_one():
