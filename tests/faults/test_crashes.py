@@ -53,7 +53,7 @@ from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
 from tests.sessions_oracle import hot_windows, page_conversion_of, sessions, sessions_of
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says, naive_utc
 from tests.topics import alert_records, read_to_end
-from tests.helpers import LAKEHOUSE, assert_no_errors, click, lakehouse_here, send, wait_for
+from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, send, wait_for
 from tests.processes import alive, family
 
 
@@ -261,9 +261,8 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     # One click of a user of its own, past every session's end and the watermark: the backfill's batch that
     # reads it applies a watermark that closes the traffic's sessions. A query applies a newer watermark only
     # in a batch after one with events, and the last run may have stopped before that batch (CONTRACT.md).
-    closing = truth.newest_event_time() + timedelta(seconds=WATERMARK_S + 2 * GAP_S)
-    send(settings, click("closing", "/closing", closing.strftime("%H:%M:%S.%f")[:-3], day=f"{closing:%Y-%m-%d}",
-                         userId="closing-user"))
+    closing = max(at for _, at in truth.events.values()) + (WATERMARK_S + 2 * GAP_S) * 1_000_000
+    send(settings, click("/closing", closing, event_id="closing", userId="closing-user"))
     truth = Truth.of(read_to_end(config.kafka, config.kafka.topics.clicks))
     pipeline.backfill(spark, settings, report=lambda line: None)
 
