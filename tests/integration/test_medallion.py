@@ -156,9 +156,9 @@ def forget_the_delta_commit(spark, path: str) -> None:
     """Delete a Delta table's newest commit, as if the writer had died before making it."""
     log = Path(path, "_delta_log")
     last = max(entry.name for entry in log.glob("*.json")).removesuffix(".json")
-    for written in log.iterdir():
-        if last in written.name:
-            written.unlink()
+    for entry in log.iterdir():
+        if last in entry.name:
+            entry.unlink()
     spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()  # the session's snapshot has that commit
 
 
