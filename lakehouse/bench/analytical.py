@@ -185,19 +185,19 @@ def backfill_benchmark(settings: list[str], events: int, history: int, span_s: f
                 generate_block(scenario, block, events, span_s)
                 progress.advance(detail=f"{label}: block {block} generated")
             _progress(f"bench: {label}: backfilling the history")
-            first = _child(scenario, progress)
+            first = measured_backfill(scenario, progress)
             progress.advance(detail=f"{label}: history backfilled")
             if label == f"{history}x":  # from bronze, and the floor: the same history, the same bronze
                 _progress(f"bench: {label}: the medallion from bronze, as a rebuild runs it")
-                result["from_bronze"] = _child(scenario, progress, "rebuild")
+                result["from_bronze"] = measured_backfill(scenario, progress, "rebuild")
                 progress.advance(detail="from bronze measured")
                 _progress(f"bench: {label}: the same work from bronze to gold as a plain batch job (the floor)")
-                result["floor"] = _child(scenario, progress, "floor")
+                result["floor"] = measured_backfill(scenario, progress, "floor")
                 progress.advance(detail="the floor measured")
             generate_block(scenario, history, events, span_s)
             progress.advance(detail=f"{label}: block {history} generated")
             _progress(f"bench: {label}: backfilling one new block on top")
-            incremental = _child(scenario, progress)
+            incremental = measured_backfill(scenario, progress)
             progress.advance(detail=f"{label}: new block backfilled")
             result[label] = {"history_backfill": first, "incremental_backfill": incremental}
 
@@ -268,7 +268,7 @@ def generate_block(settings: list[str], block: int, events: int, span_s: float) 
         raise LakehouseError(f"generating block {block} failed: {error}") from None
 
 
-def _child(settings: list[str], progress: Progress, command: str = "run") -> dict[str, Any]:
+def measured_backfill(settings: list[str], progress: Progress, command: str = "run") -> dict[str, Any]:
     with progress.paused():  # the child shows each layer's progress on the same stderr
         # Delta's: in the medallion's runtime whichever interpreter runs the benchmark
         done = subprocess.run(command_in(MEDALLION, "lakehouse.bench.analytical", command, *settings),

@@ -28,6 +28,7 @@ from shared.config import Config
 from shared.config_loading import load_config, with_overrides
 from shared.storage import local_folder
 from shared.errors import LakehouseError
+from lakehouse.bench.forget_during_load import ForgetDuringLoad
 from lakehouse.bench.under_load import Load, wait_until
 from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
@@ -50,12 +51,17 @@ PROFILES: dict[str, list[str]] = {
 }
 
 
+#: How long a run waits, after its load, for a `forget` started during it.
+FORGET_WAIT_S = 600.0
+
+
 # -- one measured run (child process) --------------------------------------------------------
 
 
 def run_once(config: Config, settings: list[str], rate: float, seconds: float, hot_pages: int,
              measure_latency: bool, sample_every_s: float, drain_timeout_s: float,
-             with_medallion: str | None = None, warmup_s: float = 0.0, scrape_every_s: float = 0.0) -> dict[str, Any]:
+             with_medallion: str | None = None, warmup_s: float = 0.0, scrape_every_s: float = 0.0,
+             lake: bool = False, forget: ForgetDuringLoad | None = None) -> dict[str, Any]:
     """Start the fast path, offer `rate` events/s for `warmup_s` + `seconds`, wait until it drained,
     measure (time-to-alert over the windows that crossed after the warm-up).
 
@@ -64,16 +70,21 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     "separate": as `lakehouse run` runs it (lakehouse.both_paths), in its own process under `nice`.
     `scrape_every_s`: the fast path serves its Prometheus endpoint, which a real Prometheus scrapes
     this often (`scraped_endpoint`).
+    `lake`: the load goes to the configured clicks topic and the run to the configured storage root, kept
+    after it (a lake the medallion beside goes on writing), instead of fresh ones.
+    `forget`: a `lakehouse forget` started during the load, which the run waits for; time-to-alert is then
+    also given before it and while it ran.
     """
     from operational import hot_pages as fast_path
-    from lakehouse.bench.time_to_alert import time_to_alert
+    from lakehouse.bench.time_to_alert import time_to_alert, time_to_alert_in_spans
     from shared.kafka import ensure_topics
     from shared.spark import spark_session
     from shared.query_progress import batch_boundaries
 
     run_id = f"{time.strftime('%H%M%S')}-{uuid.uuid4().hex[:6]}"
-    clicks, alerts = f"bench-{run_id}-clicks", f"bench-{run_id}-alerts"
-    root = config.path("bench", run_id)
+    alerts = f"bench-{run_id}-alerts"
+    clicks, root = ((config.kafka.topics.clicks, config.storage.root) if lake
+                    else (f"bench-{run_id}-clicks", config.path("bench", run_id)))
     config = with_overrides(config, [f"kafka.topics.clicks={clicks}", f"kafka.topics.alerts={alerts}",
                                      f"storage.root={root}"])
     ensure_topics(config.kafka, [clicks, alerts], timestamp_type="LogAppendTime")
@@ -89,8 +100,12 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         else:
             wait_until(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
         with _medallion_beside(spark, config, with_medallion, query) as medallion:
+            if forget is not None:
+                forget.start(config)
             load = Load.offered(spark, config, query, medallion.process.pid if medallion.process else None, rate, warmup_s + seconds, hot_pages, sample_every_s,
                                  drain_timeout_s)
+            if forget is not None:
+                forget.wait(FORGET_WAIT_S)
             gold = _gold_freshness(medallion, load, warmup_s) if medallion.process is not None else {}
         # Stopped between micro-batches, where Spark has nothing to abort and log at ERROR; a real-time
         # query is always mid-batch, and is stopped at once with Spark's logs held quiet (a benchmark's
@@ -102,7 +117,13 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         result |= time_to_alert(spark, config, measured_from)
         if mode.real_time:
             result["batch_boundaries"] = batch_boundaries(load.batches.values(), measured_from, load.ended_at)
-    if local_folder(root) is not None:
+        if forget is not None and forget.started_at is not None:
+            result["time_to_alert_spans"] = time_to_alert_in_spans(spark, config, {
+                "before_forget": (measured_from, forget.started_at),
+                "during_forget": (forget.started_at, forget.ended_at or load.ended_at)})
+    if forget is not None:
+        result["forget"] = forget.figures()
+    if local_folder(root) is not None and not lake:
         shutil.rmtree(local_folder(root), ignore_errors=True)
     return result
 
@@ -231,7 +252,10 @@ def profile_config(profile: str, settings: list[str]) -> Config:
 
 def measured_run(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
-           with_medallion: str | None = None, scrape_every_s: float = 0.0) -> dict[str, Any]:
+           with_medallion: str | None = None, scrape_every_s: float = 0.0, lake: bool = False,
+           forget: tuple[str, float] | None = None) -> dict[str, Any]:
+    """One run of `run_once` in a process of its own, in the runtime of `profile`'s fast path; `forget`:
+    (user, seconds after the load began)."""
     config = profile_config(profile, settings)
     runtime = fast_path_mode(config).runtime
     warmup = warmup_s(config) if latency else 0.0
@@ -243,6 +267,11 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
     if with_medallion:
         command.append(f"--with-medallion={with_medallion}")
         profile = f"{profile} with the medallion ({with_medallion} application)"
+    if lake:
+        command.append("--lake")
+    if forget:
+        command += [f"--forget-user={forget[0]}", f"--forget-after={forget[1]}"]
+        profile = f"{profile} with lakehouse forget after {forget[1]:g} s"
     if scrape_every_s:
         command.append(f"--scrape-every={scrape_every_s}")
         profile = f"{profile} with its Prometheus endpoint scraped every {scrape_every_s:g} s"
@@ -268,6 +297,9 @@ def _main() -> int:
     parser.add_argument("--drain-timeout", type=float, default=600)
     parser.add_argument("--warmup", type=float, default=0.0)
     parser.add_argument("--scrape-every", type=float, default=0.0)
+    parser.add_argument("--lake", action="store_true")
+    parser.add_argument("--forget-user")
+    parser.add_argument("--forget-after", type=float, default=0.0)
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
@@ -276,7 +308,8 @@ def _main() -> int:
     try:
         result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
                           args.sample_every, args.drain_timeout, args.with_medallion, args.warmup,
-                          args.scrape_every)
+                          args.scrape_every, args.lake,
+                          ForgetDuringLoad(args.forget_user, args.forget_after) if args.forget_user else None)
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -83,6 +83,21 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
     }
 
 
+def time_to_alert_in_spans(spark: SparkSession, config: Config,
+                           spans: dict[str, tuple[datetime, datetime]]) -> dict[str, dict[str, Any]]:
+    """time_to_alert's figures per named span [start, end) of crossing times: what the fast path did
+    before something happened beside it, and while it lasted (`lakehouse bench forget`)."""
+    windows = window_latencies(spark, config).collect()
+    figures = {}
+    for name, (start, end) in spans.items():
+        inside = [row for row in windows
+                  if row.crossedAt is not None and naive_local(start) <= row.crossedAt < naive_local(end)]
+        figures[name] = {**percentiles(sorted(row.latencyMs for row in inside if row.latencyMs is not None)),
+                         "windows_over_threshold": len(inside),
+                         "missed_windows": sum(1 for row in inside if row.firstAlertAt is None)}
+    return figures
+
+
 def naive_local(moment: datetime) -> datetime:
     """`moment` as the naive local datetime Spark's collect() gives for a timestamp."""
     return moment.astimezone().replace(tzinfo=None) if moment.tzinfo else moment

@@ -1,4 +1,4 @@
-"""`lakehouse bench latency|freshness|capacity|recovery|throughput|memory|backfill|sessions`: each prints one JSON
+"""`lakehouse bench latency|freshness|capacity|recovery|throughput|memory|backfill|sessions|forget`: each prints one JSON
 object."""
 
 from __future__ import annotations
@@ -87,6 +87,18 @@ def cmd_bench_sessions(config: Config, args: argparse.Namespace) -> int:
 
     require_reachable(config.kafka)
     print(json.dumps(sessions_benchmark(passthrough(config, args), args.rate, args.minutes, args.step), indent=2))
+    return 0
+
+
+def cmd_bench_forget(config: Config, args: argparse.Namespace) -> int:
+    from lakehouse.bench.forget import forget_benchmark
+    from shared.kafka import require_reachable
+
+    profile = _one_profile(args.config_name)
+    _load_is_possible(config, [args.rate], args.hot_pages)
+    require_reachable(config.kafka)
+    print(json.dumps(forget_benchmark(passthrough(config, args), args.events, args.rate, args.baseline, args.after,
+                                      args.hot_pages, profile), indent=2))
     return 0
 
 
@@ -263,3 +275,19 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     bench_sessions.add_argument("--step", type=positive(float), default=60.0,
                                 help="seconds of event time a step sends and backfills (default 60)")
     bench_sessions.set_defaults(handler=cmd_bench_sessions)
+    bench_forget = bench_commands.add_parser(
+        "forget", parents=[common], help="one user erased from a large lake while both paths run under load",
+        description="Generate --events clicks into a topic and lake of their own and backfill them; then run the "
+        "fast path and the medallion on that lake as `lakehouse run` does, offer --rate events/s, and --baseline "
+        "seconds into the measured load run `lakehouse forget` for a user of the lake. Reports the forget's seconds "
+        "and rows, and the fast path's time to alert before the forget and while it ran (targets: the forget under "
+        "120 s; the p99 while it runs within 1.2x of the p99 before).")
+    bench_forget.add_argument("--events", type=positive(int), default=2_000_000, help="the lake's events (default 2000000)")
+    bench_forget.add_argument("--rate", type=positive(float), default=8_000.0, help="events/s offered (default 8000)")
+    bench_forget.add_argument("--baseline", type=positive(float), default=60.0,
+                              help="seconds of measured load before the forget starts (default 60)")
+    bench_forget.add_argument("--after", type=positive(float), default=150.0,
+                              help="seconds of load after the forget starts, which it should end within (default 150)")
+    bench_forget.add_argument("--hot-pages", type=int, default=3, help="hot pages in the load (default 3)")
+    _one_config_argument(bench_forget)
+    bench_forget.set_defaults(handler=cmd_bench_forget)

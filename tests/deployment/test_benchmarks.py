@@ -14,6 +14,7 @@ import os
 import pytest
 
 from tests.helpers import run_lakehouse
+from tests.topics import read_to_end
 
 #: Small, and well below what the generator and both paths sustain here; the threshold such that
 #: each hot page crosses it in every window.
@@ -166,3 +167,29 @@ def test_bench_sessions_reports_the_state_after_each_step_and_it_evicts_what_the
     # Settled after 100 s: the last two steps hold as many sessions, where a state that evicted nothing
     # would hold half as many again after the third minute as after the second.
     assert summary["settled_steps"] == 2 and abs(summary["settled_growth"]) < 0.2, samples
+
+
+@long_bench
+def test_bench_forget_erases_a_user_of_its_lake_beside_the_load_and_reports_the_alerts_before_and_during(
+        config, config_overrides):
+    """Its time: a lake of 3,000 events generated and backfilled (a JVM), then one measured run: the fast
+    path's JVM and the medallion's from their start, 20 s of warm-up, 10 s of load before the forget and 20 s
+    after it, and the forget's own JVM."""
+    report = bench(config_overrides, "forget", "--events", "3000", *LOAD, "--baseline", "10", "--after", "20",
+                   "--configs", "tuned", "--set=analytical.niceness=0", timeout=LONG_BENCH_S)
+
+    forget, lake = report["forget"], report["lake"]
+    user = forget["user"]
+    # The oracle: the lake's records on its topic that name the user, as the generator writes a userId; the
+    # load that followed on the same topic is another generator's, whose users have other names.
+    records = read_to_end(config.kafka, lake["topic"])
+    mine = [record for record in records if record.value and f'"userId":"{user}"'.encode() in record.value]
+    assert user.startswith("user-") and mine and lake["bronze_rows"] == 3000
+    removed = {row["table"]: row["rowsRemoved"] for row in forget["tables"]}
+    assert removed["bronze/clicks"] == len(mine), removed
+    assert forget["failed"] is None and 0 < forget["seconds"]
+    spans = report["time_to_alert"]
+    assert set(spans) == {"before_forget", "during_forget"}
+    assert all(span["windows_over_threshold"] > 0 and span["missed_windows"] == 0 for span in spans.values()), spans
+    summary = report["summary"]
+    assert summary["p99_ratio"] == round(summary["p99_ms_during"] / summary["p99_ms_before"], 3) and summary["p99_ratio"] > 0

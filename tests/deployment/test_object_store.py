@@ -14,11 +14,13 @@ from pathlib import Path
 import pytest
 
 from analytical.bronze_clicks import TABLE as BRONZE_CLICKS
+from analytical.silver_clicks import QUARANTINE as SILVER_QUARANTINE
 from analytical.silver_clicks import TABLE as SILVER_CLICKS
+from shared.kafka import ensure_topics
 from shared.config_loading import with_overrides
 from shared.storage import local_side
 from tests.conftest import S3_CREDENTIALS, SECOND_STORE_BUCKET, free_port
-from tests.helpers import lakehouse_here, run_lakehouse
+from tests.helpers import files_holding, lakehouse_here, run_lakehouse, send
 from tests.readers import assert_every_table_reads_alike
 from tests.run_scenario import (ENDING_HOT, alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic,
                                 run_options, windows_closed_by_the_newest_click)
@@ -26,9 +28,13 @@ from tests.run_scenario import (ENDING_HOT, alerted, expected_alerts, expected_w
 
 #: What runs on each server after `run`: on the embedded one, every command that writes; on the second,
 #: what DEPLOYMENT.md's table of tested stores promises (both paths, a backfill, `reconcile`, `sql`).
-COMMANDS_ON = {"S3Proxy": (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"],
-                           ["forget", "--user-id", "nobody-here"]),  # the crafted clicks name no user: 0 rows
+COMMANDS_ON = {"S3Proxy": (["analytical", "--available-now"], ["rebuild"], ["check"], ["maintain"]),
                "moto": (["analytical", "--available-now"],)}
+#: A user only the quarantine knows (bronze keeps the records; silver and gold never see them), whom `forget`
+#: erases from the store: the crafted clicks name no user, and the oracle's windows stay as they are.
+FORGOTTEN = "s3-user"
+QUARANTINED_RECORDS = [json.dumps({"eventId": f"q{n}", "userId": FORGOTTEN, "eventTime": "not a time"}).encode()
+                       for n in range(2)]
 
 
 @pytest.mark.parametrize("server", list(COMMANDS_ON))
@@ -47,6 +53,9 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
     options = run_options([*config_overrides, *on_s3], "operational.mode=real-time",
                           "operational.real_time.checkpoint_interval=5 seconds")
 
+    if server == "S3Proxy":
+        ensure_topics(s3_config.kafka, [s3_config.kafka.topics.clicks])
+        send(s3_config, *QUARANTINED_RECORDS)
     output = run_on_crafted_traffic(spark, s3_config, options, tmp_path / "run.log", real_time=True, clicks=ENDING_HOT)
 
     assert "Traceback" not in output
@@ -59,6 +68,8 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
         done = (run_lakehouse(*command, *options, timeout=600) if command == ["rebuild"]
                 else lakehouse_here(*command, *options))
         assert done.returncode == 0, f"{command}: {done.stderr[-3000:]}"
+    if server == "S3Proxy":
+        assert_the_user_is_forgotten_on_the_store(s3_root, store, options)
     assert gold(spark, s3_config) == expected_windows(ENDING_HOT), "gold after the backfill (and the rebuild)"
     assert BRONZE_CLICKS.at(s3_root).read(spark).count() == len(ENDING_HOT), "bronze: every record sent"
     assert {row.eventId for row in SILVER_CLICKS.at(s3_root).read(spark).select("eventId").collect()} == {
@@ -100,6 +111,20 @@ def test_both_paths_on_the_object_store_alone_give_local_modes_answers_to_every_
     assert_every_table_reads_alike(spark, s3_root, environment)
     assert sorted(path.name for path in local_side(s3_root, "").iterdir()) == ["_checkpoints", "_quality"], (
         "only the checkpoints' locks and the quality project live here")
+
+
+def assert_the_user_is_forgotten_on_the_store(s3_root: str, store: list[str], options: list[str]) -> None:
+    """`forget` on the store removes the user's records from bronze and the quarantine, and no object of the
+    lake holds the id afterwards (S3Proxy keeps each object as a file under its run_dir's data folder)."""
+    objects = Path(dict(item.split("=", 1) for item in store)["object_store.run_dir"], "data",
+                   s3_root.removeprefix("s3a://"))
+    assert files_holding(objects, FORGOTTEN), "the user's records reached the store"
+    forgot = lakehouse_here("forget", "--user-id", FORGOTTEN, "--format", "json", *options)
+    assert forgot.returncode == 0, forgot.stderr[-3000:]
+    removed = {row["table"]: row["rowsRemoved"] for row in json.loads(forgot.stdout)["tables"]}
+    assert {table: rows for table, rows in removed.items() if rows} == {
+        BRONZE_CLICKS.name: len(QUARANTINED_RECORDS), SILVER_QUARANTINE.name: len(QUARANTINED_RECORDS)}, removed
+    assert files_holding(objects, FORGOTTEN) == []
 
 
 def test_a_store_that_cannot_be_used_is_said_in_one_line_before_spark_starts(

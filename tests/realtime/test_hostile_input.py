@@ -11,21 +11,25 @@ that is not hot must have none (the valid hostile records make the hot page's an
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
 from operational import hot_pages
+from shared.alerts import ALERTING_QUERY
 from shared.kafka import ensure_topics, producer_for
 from tests.conftest import make_config
 from tests.traffic import HOT_PAGE, click, hostile, now_micros
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says
-from tests.helpers import wait_for
+from tests.helpers import files_holding, wait_for
 from tests.topics import alert_records, read_to_end
 
 pytestmark = pytest.mark.faults  # a crash-suite test, in the fast path's runtime
 
 THRESHOLD = 50
 HOSTILE = 10_000
+#: The user of the clicks that make the last window hot: a window the query's state still holds when it stops.
+TARGET_USER = "who-made-target-hot"
 
 
 def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_real_time_fast_path(spark, config_overrides):
@@ -53,7 +57,7 @@ def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_real_time_fas
         # Then a window turns hot in real time: 80 clicks on a page within one second.
         target = now_micros()
         for _ in range(80):
-            producer.send(settings.kafka.topics.clicks, value=click("/target", target))
+            producer.send(settings.kafka.topics.clicks, value=click("/target", target, userId=TARGET_USER))
         producer.flush()
         wait_for(lambda: any(r["pageId"] == "/target" for r in alert_records(settings)), 30, "the /target alert")
         ended = len(query.recentProgress)
@@ -73,6 +77,10 @@ def test_ten_thousand_hostile_records_neither_silence_nor_fool_the_real_time_fas
     # The query has read every record: each window's highest record is final.
     alerts = assert_alerts_as_the_oracle_says(settings.kafka, settings.kafka.topics.alerts, truth, THRESHOLD,
                                               real_time=True)
+    # What `lakehouse forget` cannot reach holds no userId: the state keeps each open window's eventIds only.
+    checkpoint = Path(settings.checkpoint(ALERTING_QUERY))
+    assert files_holding(checkpoint / "state", "/target"), "the scan reads the open window's state"
+    assert files_holding(checkpoint, TARGET_USER) == []
     moved = [mark for mark in watermarks if mark is not None and mark >= "2100"]
     assert not moved, f"a hostile record moved the watermark: {moved}"
     print(f"\nhostile (real-time): {HOSTILE:,} sent, {len(truth.invalid):,} invalid by the oracle, "
