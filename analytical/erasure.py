@@ -29,6 +29,7 @@ from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import BinaryType, StringType
 
 from analytical import bronze_clicks, medallion
 from analytical.closed_windows import is_running, running, topic_end
@@ -90,10 +91,10 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     results = []
     for table in present:
         located = table.at(root)
-        found = _rows_per_user(located.read(spark), table, hashes)
+        found, where = _found(located.read(spark), table, hashes)
         if found:  # counted before the delete: a run killed between the two finds and counts them again
             _record_removed(spark, root, table, found)
-            _delete(spark, located.path, of_users(table, hashes), report)
+            _delete(spark, located.path, of_users(table, hashes) & where, report)
         if (deleted_at := _last_delete(spark, located.path)) is not None:  # this run's, or a killed one's
             _wait_until_read(spark, config, table, _last_append(spark, located.path, before=deleted_at) + 1, report,
                              wait=True)
@@ -104,23 +105,40 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     return results
 
 
-def _rows_per_user(rows: DataFrame, table: Table, hashes: Sequence[str]) -> dict[str, int]:
-    user = F.sha2(table.user_of_row(), 256)
-    return {row["user"]: row["rows"] for row in
-            rows.select(user.alias("user")).where(F.col("user").isin(list(hashes)))
-            .groupBy("user").agg(F.count(F.lit(1)).alias("rows")).collect()}
+def _found(rows: DataFrame, table: Table, hashes: Sequence[str]) -> tuple[dict[str, int], Column]:
+    """The users' rows per user hash, and where they lie: the range of each of the table's partition and
+    statistics columns (numbers and times only) that holds them all.
+
+    The delete adds that range to its predicate, so that Delta reads the few files that hold the rows. A
+    delete that reads the whole table takes long enough for a running stream to commit an append meanwhile,
+    and Delta then refuses it (no isolation level of Delta's own lets an append and a delete of the same
+    partition both commit), again at each try."""
+    bounded = [field.name for field in rows.schema.fields if field.name in (*table.partition_by, *table.stats_columns)
+               and not isinstance(field.dataType, (StringType, BinaryType))]
+    counts = [F.count(F.lit(1)).alias("rows"), *(aggregate(name).alias(f"{label}:{name}") for name in bounded
+              for label, aggregate in (("min", F.min), ("max", F.max), ("count", F.count)))]
+    per_user = (rows.select(F.sha2(table.user_of_row(), 256).alias("user"), *bounded)
+                .where(F.col("user").isin(list(hashes))).groupBy("user").agg(*counts).collect())
+    where = F.lit(True)
+    for name in bounded:  # a column null in one of the rows bounds nothing
+        if all(row[f"count:{name}"] == row["rows"] for row in per_user) and per_user:
+            low, high = min(row[f"min:{name}"] for row in per_user), max(row[f"max:{name}"] for row in per_user)
+            where = where & F.col(name).between(F.lit(low), F.lit(high))
+    return {row["user"]: row["rows"] for row in per_user}, where
 
 
 def _delete(spark: SparkSession, path: str, condition: Column, report: Callable[[str], None]) -> None:
     """DELETE the rows `condition` selects, again while a concurrent write to the table commits first."""
-    from delta.exceptions import DeltaConcurrentModificationException
+    from delta import exceptions
     from delta.tables import DeltaTable
+
+    conflicts = tuple(getattr(exceptions, name) for name in exceptions.__all__)  # Delta's commit conflicts: no common base
 
     for attempt in range(1, DELETE_ATTEMPTS + 1):
         try:
             DeltaTable.forPath(spark, path).delete(condition)
             return
-        except DeltaConcurrentModificationException as conflict:
+        except conflicts as conflict:
             if attempt == DELETE_ATTEMPTS:
                 raise LakehouseError(f"{path}: the erasure's delete conflicted with {DELETE_ATTEMPTS} concurrent "
                                      f"writes in a row ({type(conflict).__name__}); run `lakehouse forget` again") from conflict
