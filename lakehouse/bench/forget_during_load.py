@@ -41,14 +41,20 @@ class ForgetDuringLoad:
     def _forget(self, config: Config) -> None:
         say_progress(f"bench: lakehouse forget --user-id {self.user}, beside the load")
         self.started_at = datetime.now(timezone.utc)
-        done = subprocess.run(command_in(MEDALLION, "lakehouse.cli", "forget", "--user-id", self.user,
-                                         "--format", "json", *child_options(config)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+        forget = subprocess.Popen(command_in(MEDALLION, "lakehouse.cli", "forget", "--user-id", self.user,
+                                             "--format", "json", *child_options(config)),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+        said = []
+        for line in forget.stderr:  # its steps, with the seconds since it began: where its time goes
+            said.append(line.rstrip("\n"))
+            say_progress(f"forget +{(datetime.now(timezone.utc) - self.started_at).total_seconds():.0f} s: {said[-1]}")
+        output = forget.stdout.read()
+        forget.wait()
         self.ended_at = datetime.now(timezone.utc)
-        if done.returncode == 0:
-            self.tables = json.loads(done.stdout)["tables"]
+        if forget.returncode == 0:
+            self.tables = json.loads(output)["tables"]
         else:
-            self.failed = f"exit {done.returncode}: {done.stderr.strip()[-1000:]}"
+            self.failed = f"exit {forget.returncode}: {' / '.join(said[-5:])}"
 
     def wait(self, timeout_s: float) -> None:
         """Until the forget has ended, at most `timeout_s` (it has failed, then, for want of time)."""
