@@ -121,7 +121,7 @@ def _found(rows: DataFrame, table: Table, hashes: Sequence[str]) -> tuple[dict[s
                 .where(F.col("user").isin(list(hashes))).groupBy("user").agg(*counts).collect())
     where = F.lit(True)
     for name in bounded:  # a column null in one of the rows bounds nothing
-        if all(row[f"count:{name}"] == row["rows"] for row in per_user) and per_user:
+        if per_user and all(row[f"count:{name}"] == row["rows"] for row in per_user):
             low, high = min(row[f"min:{name}"] for row in per_user), max(row[f"max:{name}"] for row in per_user)
             where = where & F.col(name).between(F.lit(low), F.lit(high))
     return {row["user"]: row["rows"] for row in per_user}, where
