@@ -66,16 +66,6 @@ PARENT_STOP_NOW = signal.SIGUSR2
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, PARENT_STOP, PARENT_STOP_NOW)
 
 
-def lower_priority(niceness: int) -> None:
-    """Run this process, and the JVM it starts after, under `niceness` (never above its current priority):
-    a command beside `lakehouse run` leaves the cores to the fast path first, as the medallion does.
-    Within one scheduling group only: with Linux's sched_autogroup, a command started from a terminal of
-    its own is scheduled as an equal of `run`'s whatever its nice value."""
-    current = os.nice(0)
-    if niceness > current:
-        os.nice(niceness - current)
-
-
 def stop_signals_interrupt() -> None:
     """SIGTERM interrupts as Ctrl-C does (KeyboardInterrupt) until a command listens for stop requests
     (`shared.stopping.StopRequest`): a stop that arrives while a command is still starting unwinds

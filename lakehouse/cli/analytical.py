@@ -88,7 +88,6 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     from analytical.erasure import erase, requested_ids
     from shared.kafka import records_kept_for
     from shared.object_store import require_reachable
-    from shared.processes import lower_priority
     from shared.spark import spark_session
 
     ids = list(args.user_id or [])
@@ -101,7 +100,6 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
             raise ConfigError(f"--ids-file {args.ids_file}: {error.strerror}") from error
     ids = requested_ids(ids)  # refused before a JVM starts
     require_reachable(config.storage.root, config.storage.s3)
-    lower_priority(config.analytical.niceness)  # beside `run`, the fast path's alerts come first
     spark = spark_session(config, application="analytical")
     rows = erase(spark, config, ids, say)
     topic = config.kafka.topics.clicks
