@@ -14,6 +14,7 @@ from typing import Any
 
 from lakehouse.path_processes import child_options
 from shared.config import Config
+from shared.errors import LakehouseError
 from shared.processes import child_env
 from shared.progress import echo as say_progress
 from shared.runtime import MEDALLION, command_in
@@ -42,10 +43,14 @@ class ForgetDuringLoad:
         say_progress(f"bench: lakehouse forget --user-id {self.user}, beside the load")
         self.started_at = datetime.now(timezone.utc)
         # under `nice`, as CONTRACT.md says to run it beside `run`, and as `run` runs the medallion
-        forget = subprocess.Popen(["nice", "-n", str(config.analytical.niceness),
-                                   *command_in(MEDALLION, "lakehouse.cli", "forget", "--user-id", self.user,
-                                               "--format", "json", *child_options(config))],
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+        try:
+            forget = subprocess.Popen(["nice", "-n", str(config.analytical.niceness),
+                                       *command_in(MEDALLION, "lakehouse.cli", "forget", "--user-id", self.user,
+                                                   "--format", "json", *child_options(config))],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
+        except (OSError, LakehouseError) as error:  # in the timer's thread: said in the figures, not lost
+            self.failed = f"could not start: {error}"
+            return
         said = []
         for line in forget.stderr:  # its steps, with the seconds since it began: where its time goes
             said.append(line.rstrip("\n"))
