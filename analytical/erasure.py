@@ -2,6 +2,8 @@
 
   user ids -> the SHA-256 of each: the only form of an id the lake keeps, here and in Delta's log
   -> ops/erasure_requests: one row per id, open (no completedAt) until its erasure is done
+  -> the medallion's batch running then, if any, committed: the batches after it land no record of the
+     users that the topic took before the erasure completes, however far behind the topic they read
   -> each table whose rows name a user (`Table.user_of_row`: bronze and the quarantine from the raw
      bytes, silver/clicks and gold/user_sessions by userId), in the streams' order:
        the rows whose user hashes to a requested id, counted, then deleted in one commit whose
@@ -32,7 +34,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import BinaryType, StringType
 
 from analytical import bronze_clicks, medallion
-from analytical.closed_windows import is_running, running, topic_end
+from analytical.closed_windows import is_running, running
 from analytical.erasure_requests import TABLE as REQUESTS, user_hash
 from analytical.maintenance import RETENTION_PROPERTY, vacuum_table
 from analytical.registry import TABLES
@@ -85,7 +87,7 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     requested_at = _open_requests(spark, root, hashes)
     report(f"[forget] {len(hashes)} user(s), requested {min(requested_at.values()):%Y-%m-%d %H:%M:%S} UTC")
     present = [table for table in tables if table.at(root).exists(spark)]
-    _wait_until_the_medallion_read_the_topic(spark, config, report)
+    _wait_until_the_medallion_skips_them(spark, config, report)
     for table in present:  # a stopped stream behind a table would read files the erasure deletes: refused first
         _wait_until_read(spark, config, table, _last_append(spark, table.at(root).path) + 1, report, wait=False)
     results = []
@@ -172,23 +174,24 @@ def _last_append(spark: SparkSession, path: str, before: int | None = None) -> i
     return -1 if newest is None else int(newest)
 
 
-def _wait_until_the_medallion_read_the_topic(spark: SparkSession, config: Config, report: Callable[[str], None]) -> None:
-    """Wait until the medallion's query has landed every record the clicks topic held at the request: a
-    record of the user it read after the erasure would land again. A stopped query behind the topic is
-    refused, to be caught up first; so is a broker that does not say where the topic ends."""
-    topic = config.kafka.topics.clicks
-    ends = topic_end(config.kafka)
-    if ends is None:
-        raise LakehouseError(f"the end of {topic} could not be read from the broker: the erasure must know "
-                             "that the medallion has read every record the topic held at the request")
+def _wait_until_the_medallion_skips_them(spark: SparkSession, config: Config, report: Callable[[str], None]) -> None:
+    """Wait until the medallion's batch running at the request, if any, has committed: each batch after
+    reads the request and lands none of the users' records (medallion.without_erased_records), whatever
+    the topic still holds of them. A query that is not running has no batch to wait for: the batch it
+    left unfinished runs again, under the request, when it starts."""
+    checkpoint = config.checkpoint(medallion.STREAM.name)
+    log = read_checkpoint_log(spark, checkpoint)
+    if log is None or log.batches[-1].committed:
+        return
+    batch = log.batches[-1].batch_id
 
-    def unread() -> int:
-        log = read_checkpoint_log(spark, config.checkpoint(medallion.STREAM.name))
-        read_up_to = log.read_up_to(topic) if log else {}
-        return sum(max(end - read_up_to.get(partition, 0), 0) for partition, end in ends.items())
+    def done() -> bool:
+        now = read_checkpoint_log(spark, checkpoint)
+        return any(held.batch_id >= batch and held.committed for held in now.batches) or not running(
+            spark, config, medallion.STREAM.name)
 
-    _wait(spark, config, medallion.STREAM, lambda: unread() == 0,
-          lambda: f"has not read {unread():,} records of {topic} the request covers", report)
+    _wait(spark, config, medallion.STREAM, done, lambda: f"is running its batch {batch}, planned before the request",
+          report)
 
 
 def _wait_until_read(spark: SparkSession, config: Config, table: Table, version: int,

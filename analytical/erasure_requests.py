@@ -2,15 +2,17 @@
 
 A request names its user by the SHA-256 of the userId only, so that the record of an erasure is not the
 personal data it erased. It is open (no completedAt) until every table is done, and counts the rows each
-table lost. The sessions' stream reads it too: a session its state held open when its user was erased is
-not written when it closes (`without_forgotten`).
+table lost. Two streams read it too: the medallion lands none of a user's records that the topic held
+before their erasure completed (`without_erased`), so that `forget` need not wait for it to read them all;
+and a session the sessions' state held open when its user was erased is not written when it closes
+(`without_forgotten`).
 """
 
 from __future__ import annotations
 
 import hashlib
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, MapType, StringType, StructField, StructType, TimestampType
 
@@ -34,6 +36,19 @@ def without_forgotten(rows: DataFrame, requests: DataFrame, started: str) -> Dat
     forgotten = F.broadcast(requests.select("userIdSha256", "requestedAt"))
     return rows.join(forgotten, (F.sha2(rows["userId"], 256) == forgotten["userIdSha256"])
                      & (rows[started] <= forgotten["requestedAt"]), "left_anti")
+
+
+def without_erased(rows: DataFrame, requests: DataFrame, user: Column, appended: str) -> DataFrame:
+    """`rows` (whose user is `user`, appended to the topic at the time column `appended`) without the
+    records of a user whose erasure is under way, and of one whose erasure completed after they were
+    appended: what the erasure would have deleted, had they landed before it.
+
+        rows (u1, 10:00), (u1, 12:00), (u2, 10:00); u1 erased by 11:00 -> (u1, 12:00), (u2, 10:00)
+        rows (u1, 10:00), (u1, 12:00); u1's erasure still running -> none
+    """
+    erased = F.broadcast(requests.select("userIdSha256", "completedAt"))
+    return rows.join(erased, (F.sha2(user, 256) == erased["userIdSha256"])
+                     & (erased["completedAt"].isNull() | (rows[appended] <= erased["completedAt"])), "left_anti")
 
 
 def requests_under(spark: SparkSession, root: str) -> DataFrame | None:

@@ -5,6 +5,9 @@
                                          -> silver/clicks + silver/quarantine (the events new to silver)
                                          -> gold/page_clicks_5s (those events' counts added, once per batch)
 
+The records of a user being erased, or erased after the topic took them, land in no table; gold counts
+them, as it keeps the counts of rows an erasure deleted (analytical.erasure).
+
 One read and one checkpoint where three streams read each record three times (Kafka, bronze's Parquet,
 silver's) and kept three checkpoints. Every write is safe to replay: a batch that fails after bronze
 landed (a later layer's error, a kill) is run again from the checkpoint, and each table takes what it
@@ -24,6 +27,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
+from analytical.erasure_requests import requests_under, without_erased
+from analytical.tables import Table
 from analytical.writes import batch_txns, cached, refuse_writes_of_another
 from shared.checkpoints import batch_watermark_ms
 from shared.config import Config
@@ -44,6 +49,13 @@ def watermarked(parsed: DataFrame, config: Config) -> DataFrame:
     return (parsed.withColumn(EVENT_TIME_OF_VALID, F.when(valid, F.col("eventTime")))
             .withWatermark(EVENT_TIME_OF_VALID, spark_interval(config.analytical.watermark))
             .transform(gold_page_clicks_5s.observe_arrivals, valid))
+
+
+def without_erased_records(rows: DataFrame, requests: DataFrame, table: Table) -> DataFrame:
+    """A batch's rows for `table` without the records of users being erased, or erased after the topic
+    took them (`without_erased`): `lakehouse forget` deletes what landed before its request and waits
+    only for the batch then running, not for the query to read every record the topic held."""
+    return without_erased(rows, requests, table.user_of_row(), bronze_clicks.KAFKA_TIMESTAMP)
 
 
 def refuse_records_of_another_query(spark: SparkSession, path: str, query: str, checkpoint: str) -> None:
@@ -78,12 +90,16 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
                     refuse_records_of_another_query(spark, bronze, txn.app_id, checkpoint)
                 gold_page_clicks_5s.refuse_counts_of_another_query(spark, gold, txn.app_id, checkpoint)
             watermark = config.analytical.watermark
+            erased = requests_under(spark, target_root) if land else None  # read again each batch: a new request
             with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
+                kept = rows if erased is None else rows.transform(without_erased_records, erased, bronze_clicks.TABLE)
                 if bronze is not None:
-                    bronze_clicks.land(rows, bronze, txn)
+                    bronze_clicks.land(kept, bronze, txn)
                 with cached(silver_clicks.new_events(rows, clicks, watermark, txn)) as new:
-                    silver_clicks.write_batch(rows, new, clicks, quarantine, watermark, txn)
-                    observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,
+                    silver_clicks.write_batch(
+                        kept, new if erased is None else new.transform(without_erased_records, erased, silver_clicks.TABLE),
+                        clicks, quarantine, watermark, txn)
+                    observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,  # counted, as erased rows are
                                                               batch_watermark_ms(spark, checkpoint, batch_id))
             BATCH_OBSERVATIONS.record(txn.app_id, batch_id, observed)
 

@@ -61,8 +61,10 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
         send(config, *(click(event_id, page, time, day=DAY, userId=GONE_USER) for event_id, page, time in GONE))
         forgotten = lakehouse_here("forget", "--user-id", GONE_USER, "--format", "json", *options)
         assert forgotten.returncode == 0, forgotten.stderr
-        assert {row["table"]: row["rowsRemoved"] for row in json.loads(forgotten.stdout)["tables"]} == {
-            "bronze/clicks": 2, "silver/clicks": 2, "silver/quarantine": 0, "gold/user_sessions": 0}, forgotten.stderr
+        removed = {row["table"]: row["rowsRemoved"] for row in json.loads(forgotten.stdout)["tables"]}
+        landed = removed["bronze/clicks"]  # 0 when the medallion read them after the request: they never land
+        assert landed in (0, len(GONE)) and removed == {
+            "bronze/clicks": landed, "silver/clicks": landed, "silver/quarantine": 0, "gold/user_sessions": 0}, forgotten.stderr
         # Its sessions' state still holds the open session (CONTRACT.md, Erasure); no table does.
         assert [path for path in files_holding(root, GONE_USER) if not path.startswith("_checkpoints/")] == []
 
