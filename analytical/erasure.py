@@ -36,7 +36,7 @@ from pyspark.sql.types import BinaryType, StringType
 from analytical import bronze_clicks, medallion
 from analytical.closed_windows import is_running, running
 from analytical.erasure_requests import TABLE as REQUESTS, user_hash
-from analytical.maintenance import RETENTION_PROPERTY, vacuum_table
+from analytical.maintenance import vacuum_table
 from analytical.registry import TABLES
 from analytical.registry import running as running_streams
 from analytical.tables import Table
@@ -100,7 +100,7 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
         if (deleted_at := _last_delete(spark, located.path)) is not None:  # this run's, or a killed one's
             _wait_until_read(spark, config, table, _last_append(spark, located.path, before=deleted_at) + 1, report,
                              wait=True)
-        files = _delete_removed_files(spark, config, located.path)
+        files = _delete_removed_files(spark, located.path)
         results.append({"table": table.name, "rowsRemoved": sum(found.values()), "filesDeleted": files})
         report(f"[forget] {table}: {sum(found.values())} row(s) removed, {files} file(s) deleted")
     _close_requests(spark, root, hashes)
@@ -231,7 +231,8 @@ def read_before(offset: Any, version: int) -> bool:
 
 def _wait(spark: SparkSession, config: Config, stream: Any, done: Callable[[], bool], behind: Callable[[], str],
           report: Callable[[str], None]) -> None:
-    deadline, said = time.monotonic() + config.erasure.catch_up_timeout.total_seconds(), False
+    started = time.monotonic()
+    deadline, said = started + config.erasure.catch_up_timeout.total_seconds(), False
     while not done():
         runs = running(spark, config, stream.name)
         if not runs:
@@ -244,6 +245,8 @@ def _wait(spark: SparkSession, config: Config, stream: Any, done: Callable[[], b
             report(f"[forget] waiting for {stream.name}, which {behind()} ({is_running(runs)})")
             said = True
         time.sleep(0.5)
+    if said:
+        report(f"[forget] {stream.name} is past it ({time.monotonic() - started:.0f} s)")
 
 
 def _refuse(stream: Any, behind: str) -> None:
@@ -251,15 +254,9 @@ def _refuse(stream: Any, behind: str) -> None:
                          "--available-now`), then run `lakehouse forget` again")
 
 
-def _delete_removed_files(spark: SparkSession, config: Config, path: str) -> int:
-    """Delete every data file the table's log has removed, now (VACUUM LITE, no retention); how many.
-    The table's retention is then the configured one again, as `lakehouse maintain` sets it."""
-    try:
-        return vacuum_table(spark, path, 0, lite=True)
-    finally:
-        configured = config.analytical.vacuum_retention.total_seconds() / 3600
-        spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
-                  f"('{RETENTION_PROPERTY}' = 'interval {configured:g} hours')")
+def _delete_removed_files(spark: SparkSession, path: str) -> int:
+    """Delete every data file the table's log has removed, now (VACUUM LITE, no retention); how many."""
+    return vacuum_table(spark, path, 0, lite=True)
 
 
 def _open_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> dict[str, datetime]:

@@ -82,8 +82,9 @@ def _file_count(delta: Any) -> int:
 
 
 def vacuum_table(spark: SparkSession, path: str, retention_hours: float, lite: bool = False) -> int:
-    """VACUUM the table at `path` with `retention_hours`, which Delta 4 reads from the table's property
-    (it ignores the argument); how many files it deleted.
+    """VACUUM the table at `path` with `retention_hours`; how many files it deleted. Delta 4 ignores a
+    retention argument other than 0 and reads the table's property, so that is set first; a retention of
+    none changes no property (a property's commit would fail each concurrent write to the table).
 
     `lite`: only the files the log's remove actions name (VACUUM LITE), never one the log does not know,
     such as a file a running write has made and not committed yet: what a retention of none needs while
@@ -92,7 +93,7 @@ def vacuum_table(spark: SparkSession, path: str, retention_hours: float, lite: b
 
     delta = DeltaTable.forPath(spark, path)
     retention = f"interval {retention_hours:g} hours"
-    if delta.detail().first()["properties"].get(RETENTION_PROPERTY) != retention:
+    if retention_hours and delta.detail().first()["properties"].get(RETENTION_PROPERTY) != retention:
         spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('{RETENTION_PROPERTY}' = '{retention}')")
     previous = spark.conf.get(_RETENTION_CHECK, "true")
     if retention_hours < DELTA_MIN_RETENTION_HOURS:
