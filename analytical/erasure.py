@@ -8,7 +8,8 @@
      bytes, silver/clicks and gold/user_sessions by userId), in the streams' order:
        the rows whose user hashes to a requested id, counted, then deleted in one commit whose
        predicate names hashes only (retried when a stream's write commits first)
-       -> every file the log has removed, deleted now (VACUUM LITE without retention): the files that
+       -> once the table has an erasure's delete (this run's or an interrupted one's), every file the
+          log has removed, deleted now (VACUUM LITE without retention): the files that
           held the rows, and older rewrites' that may have; a file a running write has not committed
           yet is not in the log, so it is never touched
   -> the requests closed: completedAt, and the rows each table lost
@@ -83,7 +84,8 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     if not bronze_clicks.TABLE.at(root).exists(spark):
         raise LakehouseError(f"{root} is not a lake: it holds no {bronze_clicks.TABLE} table "
                              "(storage.root names the lake to erase from)")
-    hashes = sorted({user_hash(user_id) for user_id in requested_ids(user_ids)})
+    chosen = requested_ids(user_ids)
+    hashes = sorted({user_hash(user_id) for user_id in chosen})
     requested_at = _open_requests(spark, root, hashes)
     report(f"[forget] {len(hashes)} user(s), requested {min(requested_at.values()):%Y-%m-%d %H:%M:%S} UTC")
     present = [table for table in tables if table.at(root).exists(spark)]
@@ -93,23 +95,25 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     results = []
     for table in present:
         located = table.at(root)
-        found, where = _found(located.read(spark), table, hashes)
+        found, where = _found(located.read(spark), table, chosen, hashes)
         if found:  # counted before the delete: a run killed between the two finds and counts them again
             _record_removed(spark, root, table, found)
             _delete(spark, located.path, of_users(table, hashes) & where, report)
+        files = 0
         if (deleted_at := _last_delete(spark, located.path)) is not None:  # this run's, or a killed one's
             _wait_until_read(spark, config, table, _last_append(spark, located.path, before=deleted_at) + 1, report,
                              wait=True)
-        files = _delete_removed_files(spark, located.path)
+            files = _delete_removed_files(spark, located.path)
         results.append({"table": table.name, "rowsRemoved": sum(found.values()), "filesDeleted": files})
         report(f"[forget] {table}: {sum(found.values())} row(s) removed, {files} file(s) deleted")
     _close_requests(spark, root, hashes)
     return results
 
 
-def _found(rows: DataFrame, table: Table, hashes: Sequence[str]) -> tuple[dict[str, int], Column]:
+def _found(rows: DataFrame, table: Table, user_ids: Sequence[str], hashes: Sequence[str]) -> tuple[dict[str, int], Column]:
     """The users' rows per user hash, and where they lie: the range of each of the table's partition and
-    statistics columns (numbers and times only) that holds them all.
+    statistics columns (numbers and times only) that holds them all. The scan keeps the rows
+    `Table.rows_of_users` says may be theirs before it hashes their users.
 
     The delete adds that range to its predicate, so that Delta reads the few files that hold the rows. A
     delete that reads the whole table takes long enough for a running stream to commit an append meanwhile,
@@ -119,7 +123,8 @@ def _found(rows: DataFrame, table: Table, hashes: Sequence[str]) -> tuple[dict[s
                and not isinstance(field.dataType, (StringType, BinaryType))]
     counts = [F.count(F.lit(1)).alias("rows"), *(aggregate(name).alias(f"{label}:{name}") for name in bounded
               for label, aggregate in (("min", F.min), ("max", F.max), ("count", F.count)))]
-    per_user = (rows.select(F.sha2(table.user_of_row(), 256).alias("user"), *bounded)
+    candidates = rows if table.rows_of_users is None else rows.where(table.rows_of_users(user_ids))
+    per_user = (candidates.select(F.sha2(table.user_of_row(), 256).alias("user"), *bounded)
                 .where(F.col("user").isin(list(hashes))).groupBy("user").agg(*counts).collect())
     where = F.lit(True)
     for name in bounded:  # a column null in one of the rows bounds nothing

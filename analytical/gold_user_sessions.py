@@ -205,6 +205,7 @@ TABLE = Table(
     expectations=suite,
     policy="fail",
     user_of_row=lambda: F.col("userId"),
+    rows_of_users=lambda user_ids: F.col("userId").isin(list(user_ids)),
 )
 STREAM = TABLE.stream(writer, reads=(silver_clicks.TABLE,), enabled=lambda config: config.sessions.enabled,
                       also_writes=(gold_page_conversion.TABLE,))

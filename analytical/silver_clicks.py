@@ -193,6 +193,7 @@ TABLE = Table(
     expectations=suite,
     policy="drop",
     user_of_row=lambda: F.col("userId"),
+    rows_of_users=lambda user_ids: F.col("userId").isin(list(user_ids)),
 )
 QUARANTINE = Table(
     "silver/quarantine",
@@ -205,4 +206,5 @@ QUARANTINE = Table(
     stats_columns=("offset", KAFKA_TIMESTAMP, "ingestTime"),
     expectations=quarantine_suite,
     user_of_row=lambda: bronze_clicks.record_user_id("value"),
+    rows_of_users=lambda user_ids: bronze_clicks.may_name("value", user_ids),
 )

@@ -7,7 +7,7 @@ Table names are CONTRACT.md's paths under a storage root (`bronze/clicks`, ...).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,6 +55,9 @@ class Table:
     #: The user a row is about, as the userId it names (a Column over the table's columns): what `lakehouse
     #: forget` erases by (analytical.erasure). None: no row of it names a user.
     user_of_row: Callable[[], Column] | None = None
+    #: Given user ids, a condition cheaper than `user_of_row` that holds on each of their rows (and maybe on
+    #: a few others, which `user_of_row` then tells apart): how `forget` scans the table. None: none cheaper.
+    rows_of_users: Callable[[Sequence[str]], Column] | None = None
 
     def __str__(self) -> str:
         return self.name
