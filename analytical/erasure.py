@@ -5,13 +5,14 @@
   -> the medallion's batch running then, if any, committed: the batches after it land no record of the
      users that the topic took before the erasure completes, however far behind the topic they read
   -> each table whose rows name a user (`Table.user_of_row`: bronze and the quarantine from the raw
-     bytes, silver/clicks and gold/user_sessions by userId), in the streams' order:
+     bytes, silver/clicks and gold/user_sessions by userId), downstream first:
        the rows whose user hashes to a requested id, counted, then deleted in one commit whose
        predicate names hashes only (retried when a stream's write commits first)
-       -> once the table has an erasure's delete (this run's or an interrupted one's), every file the
-          log has removed, deleted now (VACUUM LITE without retention): the files that
-          held the rows, and older rewrites' that may have; a file a running write has not committed
-          yet is not in the log, so it is never touched
+  -> each of them again, downstream first:
+       once the table has an erasure's delete (this run's or an interrupted one's) and its streams
+       have read past it, every file the log has removed, deleted now (VACUUM LITE without
+       retention): the files that held the rows, and older rewrites' that may have; a file a running
+       write has not committed yet is not in the log, so it is never touched
   -> the requests closed: completedAt, and the rows each table lost
 
 Old versions of an erased table name files that are gone: reading one fails, which is the point. Gold's
@@ -92,20 +93,27 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     _wait_until_the_medallion_skips_them(spark, config, report)
     for table in present:  # a stopped stream behind a table would read files the erasure deletes: refused first
         _wait_until_read(spark, config, table, _last_append(spark, table.at(root).path) + 1, report, wait=False)
-    results = []
-    for table in present:
+    # Downstream first: a stream that reads a table reads on past its delete while the tables it reads
+    # from are erased, so that the files its delete removed can go without waiting for it.
+    downstream_first = present[::-1]
+    removed = {}
+    for table in downstream_first:
         located = table.at(root)
         found, where = _found(located.read(spark), table, chosen, hashes)
         if found:  # counted before the delete: a run killed between the two finds and counts them again
             _record_removed(spark, root, table, found)
             _delete(spark, located.path, of_users(table, hashes) & where, report)
-        files = 0
+        removed[table] = sum(found.values())
+    results = []
+    for table in downstream_first:
+        located, files = table.at(root), 0
         if (deleted_at := _last_delete(spark, located.path)) is not None:  # this run's, or a killed one's
             _wait_until_read(spark, config, table, _last_append(spark, located.path, before=deleted_at) + 1, report,
                              wait=True)
             files = _delete_removed_files(spark, located.path)
-        results.append({"table": table.name, "rowsRemoved": sum(found.values()), "filesDeleted": files})
-        report(f"[forget] {table}: {sum(found.values())} row(s) removed, {files} file(s) deleted")
+        results.append({"table": table.name, "rowsRemoved": removed[table], "filesDeleted": files})
+        report(f"[forget] {table}: {removed[table]} row(s) removed, {files} file(s) deleted")
+    results.sort(key=lambda row: [table.name for table in present].index(row["table"]))  # in the streams' order
     _close_requests(spark, root, hashes)
     return results
 
