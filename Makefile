@@ -42,7 +42,7 @@ BROKER_JAR := $(JARS)/broker/lakehouse-broker.jar
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-18s %s\n", $$1, $$2}'
 
-setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/.resolved $(OPERATORS_JAR) $(BROKER_JAR) $(JARS)/class-archive/.written-medallion $(JARS)/class-archive/.written-fast-path $(TOOLS)/prometheus/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, promtool (idempotent)
+setup: prerequisites $(BIN)/.installed $(FAST_BIN)/.installed $(JARS)/.resolved $(OPERATORS_JAR) $(BROKER_JAR) $(JARS)/class-archive/.written-medallion $(JARS)/class-archive/.written-fast-path $(TOOLS)/prometheus/.checked $(TOOLS)/prometheus-alertmanager/.checked  ## both runtimes' virtualenvs, packages, JVM jars, the JVM's class archive, Prometheus and Alertmanager (idempotent)
 
 prerequisites:
 	@$(PYTHON) -m lakehouse.prerequisites
@@ -102,6 +102,11 @@ $(BROKER_JAR): $(BROKER_SRC) $(JARS)/.resolved
 $(TOOLS)/prometheus/.checked: $(BIN)/.installed
 	@$(BIN)/python -m lakehouse.services.prometheus install || echo "setup: Prometheus not installed (optional)"
 	@mkdir -p $(TOOLS)/prometheus && touch $@
+
+# Alertmanager and amtool, the same way (`lakehouse alertmanager start`, conf/alertmanager.yml).
+$(TOOLS)/prometheus-alertmanager/.checked: $(BIN)/.installed
+	@$(BIN)/python -m lakehouse.services.alertmanager install || echo "setup: Alertmanager not installed (optional)"
+	@mkdir -p $(TOOLS)/prometheus-alertmanager && touch $@
 
 # The pytest processes share one broker: the last one below starts it, the others wait for it, and it
 # stops it once they have ended (LAKEHOUSE_TESTS_BROKER, tests/conftest.py).

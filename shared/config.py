@@ -282,6 +282,42 @@ class ClusterConfig(Section):
     fast_path: FastPathClusterConfig
 
 
+class AlertingConfig(Section):
+    """Hot-page alerts delivered through Alertmanager (`lakehouse notify`, lakehouse.notify)."""
+
+    #: Alertmanager's base URL (http://host:9093), whose API v2 the bridge posts to; null: no delivery,
+    #: and `lakehouse run` runs no bridge.
+    alertmanager_url: str | None
+    #: A hot window's alert resolves this long after its window ends, or after it is posted, if later.
+    resolve_after: PositiveDuration
+    #: The link each alert carries for a human to follow; {pageId}, {windowStart} and {windowEnd} are filled in.
+    link: str = Field(min_length=1)
+    #: The Kafka consumer group whose committed offsets say what the bridge has delivered.
+    consumer_group: str = Field(min_length=1)
+    #: Retries of a post Alertmanager did not take wait twice as long each time, up to this.
+    retry_max_delay: PositiveDuration
+    #: How long one post may take before it counts as failed.
+    post_timeout: PositiveDuration
+
+    @field_validator("alertmanager_url")
+    @classmethod
+    def _http(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http:// or https:// URL (e.g. http://127.0.0.1:9093)")
+        return None if value is None else value.rstrip("/")
+
+
+class EmbeddedAlertmanagerConfig(Section):
+    """The embedded Alertmanager and its webhook receiver (`lakehouse alertmanager ...`)."""
+
+    run_dir: Path
+    config_file: Path
+    port: int = Field(ge=1, le=65535)
+    webhook_port: int = Field(ge=1, le=65535)
+    start_timeout_s: float = Field(gt=0)
+    stop_timeout_s: float = Field(gt=0)
+
+
 class MetricsConfig(Section):
     """The Prometheus endpoint of the long-running commands (lakehouse.monitoring.metrics)."""
 
@@ -289,11 +325,15 @@ class MetricsConfig(Section):
     bind_address: str = Field(min_length=1)
     operational_port: int = Field(ge=1, le=65535)
     analytical_port: int = Field(ge=1, le=65535)
+    #: `lakehouse notify`, and `lakehouse run`'s bridge to Alertmanager.
+    notify_port: int = Field(ge=1, le=65535)
 
     @model_validator(mode="after")
     def _one_port_per_path(self) -> "MetricsConfig":
-        if self.operational_port == self.analytical_port:
-            raise ValueError("operational_port and analytical_port must differ: `lakehouse run` serves both at once")
+        ports = (self.operational_port, self.analytical_port, self.notify_port)
+        if len(set(ports)) < len(ports):
+            raise ValueError("operational_port, analytical_port and notify_port must differ: `lakehouse run` serves "
+                             "them at once")
         return self
 
     def port(self, application: str) -> int:
@@ -315,6 +355,8 @@ class Config(Section):
     object_store: EmbeddedStoreConfig
     cluster: ClusterConfig
     metrics: MetricsConfig
+    alerting: AlertingConfig
+    alertmanager: EmbeddedAlertmanagerConfig
     #: The layers as read, `${NAME}` references unsubstituted: what a child process is handed
     #: (`write_for_child`), so that no secret is written to a file.
     _document: dict[str, Any] | None = PrivateAttr(default=None)

@@ -105,6 +105,7 @@ def _resolve_local_paths(config: Config) -> Config:
         "broker": _anchored(config.broker, "run_dir"),
         "object_store": _anchored(config.object_store, "run_dir"),
         "cluster": _anchored(config.cluster, "run_dir"),
+        "alertmanager": _anchored(_anchored(config.alertmanager, "run_dir"), "config_file"),
         "quality": _anchored(config.quality, "docs_dir"),
     })
 

@@ -150,7 +150,8 @@ def broker_overrides(request, tmp_path_factory) -> list[str]:
     """--set values that point at the run's broker (started on first use and stopped at the end, or
     shared with the other pytests of one `make test`: SHARED_BROKER), and at this process's own
     Prometheus ports for the commands (not a running lakehouse's)."""
-    metrics = [f"metrics.operational_port={free_port()}", f"metrics.analytical_port={free_port()}"]
+    metrics = [f"metrics.operational_port={free_port()}", f"metrics.analytical_port={free_port()}",
+               f"metrics.notify_port={free_port()}"]
     if folder := os.environ.get(SHARED_BROKER):
         yield [*_shared_broker(Path(folder)), *metrics]
         return
@@ -295,3 +296,33 @@ def second_object_store(tmp_path_factory, spark, object_store) -> list[str]:
     yield overrides
     server.terminate()
     server.wait(10)
+
+
+@pytest.fixture(scope="session")
+def alertmanager_tools() -> dict:
+    """Alertmanager's programs (`make setup` installs Debian's package); a skip with the reason when absent."""
+    from lakehouse.services.alertmanager import ALERTMANAGER
+
+    programs = ALERTMANAGER.ensure()
+    if programs is None:
+        pytest.skip(ALERTMANAGER.why)
+    return programs
+
+
+def embedded_alertmanager(run_dir: Path):
+    """An Alertmanager with its webhook receiver on ports of their own, its files under `run_dir` (not started)."""
+    from lakehouse.services.alertmanager import EmbeddedAlertmanager
+
+    settings = make_config(f"alertmanager.run_dir={run_dir}", f"alertmanager.port={free_port()}",
+                           f"alertmanager.webhook_port={free_port()}")
+    return EmbeddedAlertmanager(settings, log=lambda line: None)
+
+
+@pytest.fixture(scope="session")
+def alertmanager(alertmanager_tools, tmp_path_factory):
+    """One Alertmanager for the run (the shipped routes), dying with pytest: tests tell their alerts apart
+    by their own pages."""
+    embedded = embedded_alertmanager(tmp_path_factory.mktemp("alertmanager"))
+    embedded.start(die_with_caller=True)
+    yield embedded
+    embedded.stop(quiet=True)

@@ -17,11 +17,11 @@ from collections.abc import Sequence
 from lakehouse.cli.common import say
 from shared.config_loading import load_config
 from shared.errors import LakehouseError
-from lakehouse.cli import (analytical, benchmarks, broker, cluster, general, operational, quality, questions, run,
-                           storage, traffic)
+from lakehouse.cli import (alerting, analytical, benchmarks, broker, cluster, general, operational, quality, questions,
+                           run, storage, traffic)
 
 #: In the order `lakehouse --help` lists them.
-AREAS = (broker, storage, cluster, traffic, operational, run, analytical, questions, quality, benchmarks, general)
+AREAS = (broker, storage, cluster, traffic, operational, run, alerting, analytical, questions, quality, benchmarks, general)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -37,8 +37,9 @@ class Daemon:
         self._process: subprocess.Popen | None = None
 
     def start(self, command: Sequence[str], env: Mapping[str, str] | None = None,
-              die_with_caller: bool = False) -> int:
-        """Launch `command` with stdout and stderr appended to the log; returns its pid.
+              die_with_caller: bool = False, cwd: Path | None = None) -> int:
+        """Launch `command` (in the folder `cwd`, when given) with stdout and stderr appended to the log;
+        returns its pid.
 
         `die_with_caller`: the kernel kills it when the calling process dies, however it dies."""
         self.pid_file.parent.mkdir(parents=True, exist_ok=True)
@@ -46,7 +47,7 @@ class Daemon:
             self._process = subprocess.Popen(
                 dying_with_parent(command) if die_with_caller else list(command),
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env=None if env is None else dict(env), start_new_session=True,
+                env=None if env is None else dict(env), start_new_session=True, cwd=cwd,
             )
         self.pid_file.write_text(str(self._process.pid))
         return self._process.pid
