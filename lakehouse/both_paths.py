@@ -3,7 +3,8 @@ the demo and the benchmarks.
 
 The medallion always runs in a child process of its own runtime, under `analytical.niceness`
 (lakehouse.path_processes.MedallionProcess): a separate low-priority application yields the machine
-whenever the fast path has work. The fast path runs in this process when this interpreter's Spark
+whenever the fast path has work. With `alerting.alertmanager_url` set, the bridge to Alertmanager runs
+in a third (NotifyProcess). The fast path runs in this process when this interpreter's Spark
 runs its mode (operational.mode), on a session the caller made for it; else in a child process of
 the fast path's runtime.
 
@@ -18,7 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from lakehouse.path_processes import FastPathProcess, MedallionProcess, PathProcess, ProgressRelay, stopped_at_the_end
+from lakehouse.path_processes import (FastPathProcess, MedallionProcess, NotifyProcess, PathProcess, ProgressRelay,
+                                      stopped_at_the_end)
 from operational.mode import fast_path_mode
 from shared.config import Config, Supervision
 
@@ -62,6 +64,8 @@ class BothPaths:
             self.medallion = MedallionProcess(self.child_args, self.config.analytical.niceness, self.relay,
                                               on_progress=on_progress, records=records)
             children.append(self.medallion)
+            if self.config.alerting.alertmanager_url:
+                children.append(NotifyProcess(self.child_args, self.relay))
             self.children = children
             yield children
 

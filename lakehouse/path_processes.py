@@ -232,6 +232,17 @@ class MedallionProcess(PathProcess):
             records.attach(self._process.stdin)
 
 
+class NotifyProcess(PathProcess):
+    """`lakehouse notify` beside the paths (lakehouse.notify): the hot-page alerts posted to Alertmanager,
+    by a consumer of its own in a process of its own, so that the fast path never waits for it."""
+
+    describe = "the bridge to Alertmanager"
+    stop_within_s = 30.0  # it stops between two posts, or abandons a post it retries: nothing is committed then
+
+    def __init__(self, config_args: Sequence[str], relay: Callable[[str], None]):
+        super().__init__(command_in(MEDALLION, "lakehouse.cli", "notify", *config_args), relay)
+
+
 class TrafficProcess:
     """`lakehouse generate --format json` in a child process: the synthetic clicks the demo and the
     benchmarks send beside the paths (lakehouse.services.generator), ended with its parent.

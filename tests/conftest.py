@@ -309,12 +309,13 @@ def alertmanager_tools() -> dict:
     return programs
 
 
-def embedded_alertmanager(run_dir: Path):
-    """An Alertmanager with its webhook receiver on ports of their own, its files under `run_dir` (not started)."""
+def embedded_alertmanager(run_dir: Path, *settings: str):
+    """An Alertmanager with its webhook receiver on ports of their own, its files under `run_dir` (not started);
+    `settings`: more --set values (alertmanager.config_file, say)."""
     from lakehouse.services.alertmanager import EmbeddedAlertmanager
 
     settings = make_config(f"alertmanager.run_dir={run_dir}", f"alertmanager.port={free_port()}",
-                           f"alertmanager.webhook_port={free_port()}")
+                           f"alertmanager.webhook_port={free_port()}", *settings)
     return EmbeddedAlertmanager(settings, log=lambda line: None)
 
 

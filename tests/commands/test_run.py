@@ -18,13 +18,19 @@ from lakehouse.catalog import queries_by_path
 from shared.kafka import ensure_topics
 from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_location
 from lakehouse.services.broker import EmbeddedBroker
-from tests.conftest import free_port, make_config
+from tests.conftest import embedded_alertmanager, free_port, make_config
 from tests.helpers import (LAKEHOUSE, ahead_of_the_clock, assert_no_errors, assert_quiet, click, files_holding, lakehouse_here,
                            run_lakehouse, send, wait_for)
 from tests.processes import alive, command_line, family, processes
 from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (CLICKS, DAY, alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic,
                                 run_options, windows_closed_by_the_newest_click)
+
+
+def notified(manager) -> Counter:
+    """Per (pageId, windowStart), the firing notifications Alertmanager's receiver kept."""
+    return Counter((alert["labels"]["pageId"], alert["labels"]["windowStart"]) for kept in manager.notifications()
+                   if kept["body"]["status"] == "firing" for alert in kept["body"]["alerts"])
 
 
 #: Every query of both paths, from the catalog (the first test turns the sessions on, which the tests' settings turn off).
@@ -42,9 +48,14 @@ def settings(config_overrides, *more: str) -> list[str]:
 GONE_USER, GONE = "u-gone-42", [("g1", "/gone", "10:00:26.000"), ("g2", "/gone", "10:00:27.000")]
 
 
-def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark, config, config_overrides, tmp_path):
-    """Also `lakehouse forget` while run runs, its sessions' stream reading the silver the erasure rewrites."""
-    options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true")
+def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(
+        spark, config, config_overrides, tmp_path, alertmanager_tools):
+    """Also `lakehouse forget` while run runs, its sessions' stream reading the silver the erasure rewrites;
+    and its bridge to an Alertmanager of the test's own, which notifies each hot window once."""
+    manager = embedded_alertmanager(tmp_path / "alertmanager")
+    manager.start(die_with_caller=True)
+    options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true",
+                       f"alerting.alertmanager_url={manager.url}")
     root = Path(config.storage.root)
 
     def the_medallion_yields_a_second_run_is_refused_and_a_user_is_forgotten(run) -> None:
@@ -67,9 +78,15 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(spark
             "bronze/clicks": landed, "silver/clicks": landed, "silver/quarantine": 0, "gold/user_sessions": 0}, forgotten.stderr
         # Its sessions' state still holds the open session (CONTRACT.md, Erasure); no table does.
         assert [path for path in files_holding(root, GONE_USER) if not path.startswith("_checkpoints/")] == []
+        hot = {(page, start.strftime("%Y-%m-%dT%H:%M:%S.000Z")) for page, start in expected_alerts()}
+        wait_for(lambda: set(notified(manager)) == hot, 60, "each hot window notified through Alertmanager")
+        assert set(notified(manager).values()) == {1}, notified(manager)
 
-    output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",
-                                    while_running=the_medallion_yields_a_second_run_is_refused_and_a_user_is_forgotten)
+    try:
+        output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",
+                                        while_running=the_medallion_yields_a_second_run_is_refused_and_a_user_is_forgotten)
+    finally:
+        manager.stop(quiet=True)
 
     assert "stop requested: stopping" in output and "Traceback" not in output
     assert_quiet(output)

@@ -2,7 +2,9 @@
 real-time mode, with the shipped scrape configuration and rules (time compressed,
 tests.prometheus_rules): every series is there with values that fit the traffic sent; freezing the
 fast path's JVM fires "lag growing" (and not "query down": its Python process still answers, without
-the JVM's live readings), and stopping `run` fires "query down" for both paths.
+the JVM's live readings), and stopping `run` fires "query down" for both paths. Prometheus sends its
+alerts to a real Alertmanager with the shipped routes (waiting 1 s before a group's first
+notification), whose webhook receiver gets both paths' "query down", and run's bridge's hot pages.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import yaml
 from shared import PROJECT_ROOT
 from shared.kafka import ensure_topics
 from lakehouse.services import prometheus, prometheus_server
+from tests.conftest import embedded_alertmanager
 from tests.helpers import LAKEHOUSE, wait_for
 from shared.runtime import FAST_PATH
 from tests.processes import child_jvms, children_running
@@ -38,9 +41,9 @@ def prometheus_tools() -> prometheus.PrometheusTools:
     return found
 
 
-def scrape_configuration(tmp_path: Path, config) -> Path:
-    """conf/prometheus/prometheus.yml, pointed at this test's ports, scraping and evaluating every
-    second, with the compressed rules beside it."""
+def scrape_configuration(tmp_path: Path, config, alertmanager: str) -> Path:
+    """conf/prometheus/prometheus.yml, pointed at this test's ports and Alertmanager (host:port), scraping
+    and evaluating every second, with the compressed rules beside it."""
     (tmp_path / "rules.yml").write_text(compressed((CONF / "rules.yml").read_text()))
     shipped = yaml.safe_load((CONF / "prometheus.yml").read_text())
     shipped["global"].update(scrape_interval="1s", evaluation_interval="1s")
@@ -49,12 +52,31 @@ def scrape_configuration(tmp_path: Path, config) -> Path:
     ports = {"operational": config.metrics.operational_port, "analytical": config.metrics.analytical_port}
     for target in job["static_configs"]:
         target["targets"] = [f"{config.metrics.bind_address}:{ports[target['labels']['path']]}"]
+    [manager] = shipped["alerting"]["alertmanagers"]
+    manager["static_configs"] = [{"targets": [alertmanager]}]
     path = tmp_path / "prometheus.yml"
     path.write_text(yaml.safe_dump(shipped))
     return path
 
 
-def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools, config, config_overrides, tmp_path):
+def quick_routes(tmp_path: Path) -> Path:
+    """conf/alertmanager.yml with each group's first notification after 1 s, not the shipped 30 s."""
+    routes = yaml.safe_load((PROJECT_ROOT / "conf" / "alertmanager.yml").read_text())
+    routes["route"]["group_wait"] = "1s"
+    path = tmp_path / "alertmanager.yml"
+    path.write_text(yaml.safe_dump(routes))
+    return path
+
+
+def notified(manager, alertname: str, label: str) -> set[str]:
+    """The `label` of each firing `alertname` the receiver got."""
+    return {alert["labels"].get(label) for kept in manager.notifications()
+            if kept["body"]["status"] == "firing" for alert in kept["body"]["alerts"]
+            if alert["labels"]["alertname"] == alertname}
+
+
+def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools, alertmanager_tools, config,
+                                                                config_overrides, tmp_path):
     FAST_PATH.require()  # real-time mode runs in the fast path's runtime (`make setup` installs it)
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     settings = [f"--set={item}" for item in (
@@ -62,8 +84,12 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         "operational.mode=real-time", "operational.real_time.checkpoint_interval=10 seconds",
         "analytical.niceness=0", "analytical.triggers.medallion=1 second",
         "analytical.triggers.gold=2 seconds")]
-    server = prometheus_server.PrometheusServer(scrape_configuration(tmp_path, config), tmp_path / "tsdb",
-                                         log_file=tmp_path / "prometheus.log", found=prometheus_tools)
+    manager = embedded_alertmanager(tmp_path / "alertmanager", f"alertmanager.config_file={quick_routes(tmp_path)}")
+    manager.start(die_with_caller=True)
+    settings.append(f"--set=alerting.alertmanager_url={manager.url}")
+    server = prometheus_server.PrometheusServer(scrape_configuration(tmp_path, config, manager.url.removeprefix("http://")),
+                                                tmp_path / "tsdb", log_file=tmp_path / "prometheus.log",
+                                                found=prometheus_tools)
     run_log = tmp_path / "run.log"
     processes: list[subprocess.Popen] = []
     frozen: list[int] = []
@@ -135,6 +161,10 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
         assert run.wait(timeout=300) == 0, run_log.read_text()[-3000:]  # each path waits up to 60 s for a batch to end
         wait_for(lambda: {"operational", "analytical"} <= {path for path, _ in firing("LakehouseQueryDown")}, 60,
                  "LakehouseQueryDown for both paths", every_s=1)
+        # ... and reach people: Alertmanager's receiver has both paths' queries down, and the hot page
+        wait_for(lambda: {"operational", "analytical"} <= notified(manager, "LakehouseQueryDown", "path"), 60,
+                 "Alertmanager to notify LakehouseQueryDown for both paths", every_s=1)
+        assert notified(manager, "HotPage", "pageId"), "run's bridge delivered the hot page's alerts"
     except BaseException:
         print(server.log_tail(), run_log.read_text()[-3000:] if run_log.exists() else "", sep="\n")
         raise
@@ -145,3 +175,4 @@ def test_prometheus_scrapes_run_and_the_lag_and_down_rules_fire(prometheus_tools
             process.kill()
             process.wait(timeout=60)
         server.stop()
+        manager.stop(quiet=True)

@@ -316,8 +316,10 @@ def test_disabled_metrics_serve_nothing_and_equal_ports_are_refused():
     config = load_config(overrides=["metrics.enabled=false"])
     with serving(config.metrics, "analytical", FACTS) as metrics:
         assert metrics is None
-    with pytest.raises(LakehouseError, match="metrics.*operational_port and analytical_port must differ"):
-        load_config(overrides=["metrics.operational_port=9500", "metrics.analytical_port=9500"])
+    for same in (["metrics.operational_port=9500", "metrics.analytical_port=9500"],
+                 ["metrics.analytical_port=9500", "metrics.notify_port=9500"]):
+        with pytest.raises(LakehouseError, match="metrics.*operational_port, analytical_port and notify_port must differ"):
+            load_config(overrides=same)
 
 
 def test_status_reads_the_running_queries_from_their_metrics_page_and_adds_them_to_the_recorded_rows():
