@@ -52,9 +52,15 @@ def without_erased(rows: DataFrame, requests: DataFrame, user: Column, appended:
 
 
 def requests_under(spark: SparkSession, root: str) -> DataFrame | None:
-    """The requests recorded under `root`, None when there are none yet (no table: nothing to read)."""
+    """The requests recorded under `root` now, None when there are none yet (no table: nothing to read).
+
+    Read once, into the driver: a Delta table read is resolved again by each query that uses it, so a
+    batch that filtered two writes by the table itself could filter one by a request the other did not
+    see (a request recorded between the two)."""
     located = TABLE.at(root)
-    return located.read(spark) if located.exists(spark) else None
+    if not located.exists(spark):
+        return None
+    return spark.createDataFrame(located.read(spark).collect(), TABLE.schema)
 
 
 TABLE = Table(

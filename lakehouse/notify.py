@@ -2,8 +2,9 @@
 
   hot-pages (its own consumer group's committed offsets; a new group: the records of the last
   `alerting.resolve_after`)
-  -> each record checked against the alert contract (shared.alerts_topic.parse_alert): one that is not
-     an alert is said in one line with its offset, counted, and not posted
+  -> each record checked against the alert contract (shared.alerts_topic.parse_alert) and for times
+     Alertmanager can read: one that is not an alert is said in one line with its offset, counted, and
+     not posted; so is one Alertmanager refuses (HTTP 400), once the others of its post are taken
   -> the records a poll returned, as Alertmanager's alerts (operational.alertmanager_alerts), in one
      POST /api/v2/alerts; a post Alertmanager does not take (down, an error) is tried again, waiting
      twice as long each time up to `alerting.retry_max_delay`, and nothing is read meanwhile
@@ -30,7 +31,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from operational.alertmanager_alerts import as_alertmanager_alert, instant
+from operational.alertmanager_alerts import as_alertmanager_alert, instant, unfit
 from shared.alerts_topic import Alert, parse_alert
 from shared.config import Config
 from shared.errors import ConfigError, LakehouseError
@@ -44,6 +45,11 @@ DELIVERY_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 
 
 class DeliveryError(LakehouseError):
     """A post Alertmanager did not take: unreachable, an error status, or not an Alertmanager."""
+
+
+class RefusedAlerts(DeliveryError):
+    """Alertmanager answered that the alerts themselves are wrong (HTTP 400 or 422): posting them again
+    cannot help."""
 
 
 class DeliveryMetrics:
@@ -75,7 +81,8 @@ def post_alerts(url: str, alerts: list[dict[str, Any]], timeout_s: float) -> Non
             return
     except urllib.error.HTTPError as error:
         detail = error.read().decode(errors="replace").strip()[:200]
-        raise DeliveryError(f"Alertmanager at {url} refused the alerts: HTTP {error.code} {detail}") from None
+        refused = RefusedAlerts if error.code in (400, 422) else DeliveryError
+        raise refused(f"Alertmanager at {url} refused the alerts: HTTP {error.code} {detail}") from None
     except (urllib.error.URLError, OSError) as error:
         reason = getattr(error, "reason", error)
         raise DeliveryError(f"Alertmanager at {url} does not answer ({reason})") from None
@@ -184,6 +191,8 @@ class Bridge:
         fresh: list[Alert] = []
         for record in records:
             alert, why = parse_alert(record.value, record.partition, record.offset, record.timestamp)
+            if alert is not None and (why := unfit(alert) or ""):
+                alert = None
             if alert is None:
                 self.metrics.invalid.inc()
                 self.log(f"notify: {self.topic} partition {record.partition} offset {record.offset} is not an "
@@ -208,12 +217,22 @@ class Bridge:
                         for alert, first in active], stop)
 
     def _post(self, alerts: list[dict[str, Any]], stop: threading.Event) -> None:
-        """Post until Alertmanager takes them, or `stop`; each failure said once, and its end."""
+        """Post until Alertmanager takes them, or `stop`; each failure said once, and its end. Alerts it
+        refuses as wrong are posted one by one, and each it refuses alone is said, counted and passed."""
         delay, failing = 0.1, False
         self.metrics.pending.set(len(alerts))
         while not stop.is_set():
             try:
                 post_alerts(self.url, alerts, self.settings.post_timeout.total_seconds())
+            except RefusedAlerts as error:
+                if len(alerts) > 1:
+                    for alert in alerts:
+                        self._post([alert], stop)
+                else:
+                    self.metrics.invalid.inc()
+                    self.log(f"notify: {error}; the alert {alerts[0]['annotations'].get('alertId')} is not posted")
+                self.metrics.pending.set(0)
+                return
             except DeliveryError as error:
                 self.metrics.failures.inc()
                 if not failing:

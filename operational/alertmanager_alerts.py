@@ -38,6 +38,21 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+def unfit(alert: Alert) -> str | None:
+    """Why Alertmanager could not take `alert` as an alert (a time that is not ISO-8601 with a zone), or None.
+
+        unfit(alert with windowEnd "soon") -> "windowEnd is not an ISO-8601 instant: 'soon'"
+    """
+    for name, text in (("windowStart", alert.window_start), ("windowEnd", alert.window_end),
+                       ("emittedAt", alert.emitted_at)):
+        try:
+            if instant(text).tzinfo is None:
+                return f"{name} has no time zone: {text!r}"
+        except ValueError:
+            return f"{name} is not an ISO-8601 instant: {text[:40]!r}"
+    return None
+
+
 def ends_at(alert: Alert, first_posted: datetime, resolve_after: timedelta) -> datetime:
     """When the alert resolves: `resolve_after` past its window's end, or past its first post if later."""
     return max(instant(alert.window_end), first_posted) + resolve_after

@@ -2,9 +2,10 @@
 
 Starts the embedded broker (unless one runs) and runs both paths side by side (`lakehouse run`) on
 its own topics and tables (conf/demo.yaml) while `lakehouse generate` sends shop traffic with
-three hot pages (and a little late, duplicate and malformed data). Then a backfill catches the medallion up, and the demo shows
-the alerts with their time-to-alert, a trend query, the expectations and the reconciliation. It
-stops what it started and says how to go on with what it made.
+three hot pages (and a little late, duplicate and malformed data), with an embedded Alertmanager
+(when installed) that run's bridge posts the hot pages to. Then a backfill catches the medallion up, and
+the demo shows the alerts with their time-to-alert, a trend query, the expectations, the reconciliation
+and the notifications that reached people. It stops what it started and says how to go on with what it made.
 """
 
 from __future__ import annotations
@@ -94,15 +95,21 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
     from shared.checkpoint_locks import empty_keeping_locks, exclusive
     from shared.spark import spark_session
 
+    from lakehouse.services.alertmanager import ALERTMANAGER, EmbeddedAlertmanager
+
     started_at = time.monotonic()
     demo_settings = [*as_overrides(read_yaml(DEMO_PROFILE)), *overrides]  # what the command says wins
     config = with_overrides(config, demo_settings)
+    manager = EmbeddedAlertmanager(config, log=lambda line: None) if ALERTMANAGER.found() else None
+    if manager is not None and config.alerting.alertmanager_url is None:  # run's bridge posts to it
+        config = with_overrides(config, [f"alerting.alertmanager_url={manager.url}"])
     log = DemoLog((local_folder(config.storage.root) or PROJECT_ROOT / ".run") / "demo.log")
     paths = BothPaths(config, child_options(config, verbose), relay=log.note)
     if not sys.stderr.isatty():  # in a log the story lines are the progress; a terminal keeps its bars
         os.environ.setdefault(PROGRESS_MODE, "off")
     broker = EmbeddedBroker(config, log=log.note)
     was_running = broker.status().running
+    manager_was_running = manager is not None and manager.status().running
     # refuses a second demo on the same folder (a fast path in a child process holds its own lock)
     held = [stream.name for stream in QUERIES_BY_PATH["operational"]] if paths.fast_path_here else ["demo"]
     with exclusive(config.path(), held, report=log.note) as locks:
@@ -111,6 +118,9 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
             _say("\n== 1. the embedded Kafka broker, fresh demo topics (broker timestamps: LogAppendTime)")
             _say(f"   {broker.start(die_with_caller=True)}")
             _fresh_topics(config)
+            _say(f"   Alertmanager {manager.start(die_with_caller=True)}, with the shipped routes (conf/alertmanager.yml) "
+                 "and a webhook receiver" if manager is not None else
+                 f"   no Alertmanager ({ALERTMANAGER.why}): the hot pages reach the topic only")
 
             _say(f"\n== 2. `lakehouse run`: the fast path ({paths.mode.name} mode), and the medallion as a "
                  f"low-priority process, while "
@@ -121,9 +131,15 @@ def run_demo(config: Config, seconds: float, rate: float, verbose: bool, overrid
             sent = _both_paths_under_traffic(spark, paths, seconds, rate, log.note)
             _say(f"   sent {sent['sent']:,} records at {sent['achieved_rate']:,.0f}/s")
             docs = _questions(spark, config, log.note)
+            if manager is not None:
+                _notifications(manager, config, since=started_at)
         finally:
+            if not was_running or (manager is not None and not manager_was_running):
+                _say("\n== 9. clean stop")
+            if manager is not None and not manager_was_running:
+                manager.stop(quiet=True)
+                _say("   Alertmanager is stopped")
             if not was_running:
-                _say("\n== 8. clean stop")
                 broker.stop()
                 _say("   the broker is stopped")
     _say_what_stays(config, docs, log, time.monotonic() - started_at)
@@ -237,6 +253,32 @@ def _questions(spark, config: Config, note) -> str:
          f"{verdict['pending']}, by cause {verdict['byCause']}, unexplained {verdict['unexplained']}: "
          + ("consistent" if verdict["consistent"] else "NOT consistent"))
     return docs
+
+
+def _notifications(manager, config: Config, since: float) -> None:
+    """Step 8: what reached people: the notifications Alertmanager sent the demo's receiver, one per hot
+    window (`lakehouse alertmanager notifications`), against the windows the topic alerted."""
+    from datetime import datetime, timedelta, timezone
+
+    from shared.alerts_topic import latest_alerts
+
+    _say("\n== 8. the hot pages reach people through Alertmanager (`lakehouse alertmanager notifications`)")
+    began = datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - since)
+    alerted = {(alert.page_id, alert.window_start) for alert in latest_alerts(config.kafka, config.kafka.topics.alerts).latest.values()}
+    deadline = time.monotonic() + 30  # the bridge posts within milliseconds; Alertmanager waits group_wait (1 s)
+    while True:
+        kept = [notification for notification in manager.notifications()
+                if datetime.fromisoformat(notification["receivedAt"]) >= began]
+        windows = [(alert["labels"].get("pageId"), alert["labels"].get("windowStart"))
+                   for notification in kept if notification["body"].get("status") == "firing"
+                   for alert in notification["body"].get("alerts", []) if alert["labels"].get("alertname") == "HotPage"]
+        if set(windows) >= alerted or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    others = sorted({alert["labels"].get("alertname") for notification in kept
+                     for alert in notification["body"].get("alerts", [])} - {"HotPage"})
+    _say(f"   {len(windows)} notifications for {len(set(windows))} of the {len(alerted)} alerted windows (one per window: "
+         f"the fast path's records of a window are one alert); anything else that fired: {', '.join(others) or 'nothing'}")
 
 
 def _conversion(spark, config: Config) -> None:

@@ -19,11 +19,14 @@ from tests.truth import Truth, assert_alerts_as_the_oracle_says
 
 
 def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_path):
-    """Its time: the whole demo as a user runs it (a broker, both paths in three JVMs, 10 s of traffic,
-    the backfill, the checks and the reconciliation), then its broker started again to read the truth."""
+    """Its time: the whole demo as a user runs it (a broker and an Alertmanager, both paths in three JVMs,
+    10 s of traffic, the backfill, the checks, the reconciliation and the notifications), then its broker
+    started again to read the truth."""
     settings = [f"kafka.bootstrap_servers=127.0.0.1:{free_port()}", f"broker.run_dir={tmp_path / 'broker'}",
                 f"storage.root={tmp_path / 'lake'}", f"metrics.operational_port={free_port()}",
-                f"metrics.analytical_port={free_port()}", "spark.ui_enabled=false", *COMMAND_JVMS]
+                f"metrics.analytical_port={free_port()}", f"metrics.notify_port={free_port()}",
+                f"alertmanager.run_dir={tmp_path / 'alertmanager'}", f"alertmanager.port={free_port()}",
+                f"alertmanager.webhook_port={free_port()}", "spark.ui_enabled=false", *COMMAND_JVMS]
     options = [f"--set={item}" for item in settings]
     # ten seconds of traffic make two whole windows of each hot page; the fast path's shortest checkpoint
     # interval, since a clean stop lets the running batch end (README's first run stops the shipped one)
@@ -58,3 +61,7 @@ def test_the_demo_runs_both_paths_and_reports_what_the_clicks_it_sent_say(tmp_pa
     assert verdict.startswith(f"   windows compared {hot}, matched "), verdict
     assert ", pending 0, " in verdict, verdict
     assert verdict.endswith("unexplained 0: consistent"), verdict
+    # each hot window reached the receiver once, and nothing else fired
+    assert f"   {hot} notifications for {hot} of the {hot} alerted windows" in demo.stdout, demo.stdout.split("== 8.")[-1]
+    assert "anything else that fired: nothing" in demo.stdout
+    assert "Alertmanager is stopped" in demo.stdout

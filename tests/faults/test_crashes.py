@@ -4,7 +4,8 @@ and every table and alert checked against a truth the test computes from what th
   - `lakehouse run` is killed with SIGKILL (its pid, not its group) at 3 random moments and started
     again at once each time (once while it starts, twice once its fast path runs, so that restarts
     resume from the fast path's checkpoint), and the broker is killed with SIGKILL and started again
-    in between, under a running fast path;
+    in between, under a running fast path, and the Alertmanager its bridge posts to is restarted;
+    every window the alerts topic holds must reach Alertmanager's receiver exactly once;
     then the traffic stops, the last run stops cleanly, a backfill runs and `lakehouse reconcile`
     must explain every difference; the users' closed sessions and the conversion per page must be
     exactly what tests/sessions_oracle.py reads from the topic's events. The moments come from a seed the test prints; set
@@ -48,12 +49,12 @@ from shared.kafka import ensure_topics
 from shared.query_progress import progress_dict
 from lakehouse.monitoring.running_queries import running_queries
 from lakehouse.services.broker import EmbeddedBroker
-from tests.conftest import make_config
+from tests.conftest import embedded_alertmanager, make_config
 from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
 from tests.sessions_oracle import hot_windows, page_conversion_of, sessions, sessions_of
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says, naive_utc
 from tests.topics import alert_records, read_to_end
-from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, send, wait_for
+from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, notified_windows, send, wait_for
 from tests.processes import alive, family
 
 
@@ -66,7 +67,7 @@ BATCH_S = 5
 #: The nemesis, in order. The first kill of run falls 3 to 15 s after its start, while its processes
 #: start; the others within 2.5 batches after its fast path's query started (0 to 12.5 s): before,
 #: around and after committed batches, which a restart resumes from.
-NEMESIS = ("run while it starts", "broker", "run", "run")
+NEMESIS = ("run while it starts", "broker", "run", "alertmanager", "run")
 KILL_WITHIN_S = 2.5 * BATCH_S
 #: Sessions of a few seconds (`Traffic`'s 300 users click every 3 s or so), written once the medallion's
 #: watermark, 45 s behind the newest event, has passed their end: those of the traffic's first third.
@@ -192,6 +193,9 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     settings = make_config(*(item.removeprefix("--set=") for item in opts))
     real_time = settings.operational.mode == "real-time"
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
+    manager = embedded_alertmanager(tmp_path / "alertmanager")
+    manager.start(die_with_caller=True)
+    opts += [f"--set=alerting.alertmanager_url={manager.url}", "--set=alerting.retry_max_delay=2 seconds"]
     broker = EmbeddedBroker(make_config(*broker_overrides), log=lambda message: None)
     traffic = Traffic(config.kafka, config.kafka.topics.clicks, users=USERS, late_by_s=LATE_BY_S)
     rng = random.Random(seed)
@@ -217,6 +221,11 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
                 broker_down_s = rng.uniform(5, 15)
                 time.sleep(broker_down_s)
                 broker.start(die_with_caller=True)
+                continue
+            if nemesis == "alertmanager":  # restarted as its service manager would: its alerts are lost
+                manager.stop(quiet=True)
+                time.sleep(rng.uniform(2, 8))
+                manager.start(die_with_caller=True)
                 continue
             doomed = family(run.pid)
             os.kill(run.pid, signal.SIGKILL)
@@ -250,11 +259,17 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
 
         wait_for(lambda: two_more_batch_ends() or run.poll() is not None, 180,
                  f"two batch ends of {log.name}'s fast path after it caught up", every_s=0.5)
+        # Every window the topic alerts reached people once, through the kills of run (its bridge with it)
+        # and Alertmanager's restart: the same window's records are one alert, notified once.
+        alerted = {(record["pageId"], record["windowStart"]) for record in alert_records(config)}
+        wait_for(lambda: set(notified_windows(manager)) == alerted, 120, "every alerted window notified", every_s=0.5)
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=180) == 0
+        assert set(notified_windows(manager).values()) == {1}, {window: n for window, n in notified_windows(manager).items() if n > 1}
     finally:
         traffic.stopping.set()
         run.kill()
+        manager.stop(quiet=True)
     assert_no_errors(log.read_text())
     assert max(ended_within) <= 5, f"processes of a killed run outlived it: {ended_within}"
 

@@ -1,6 +1,7 @@
 """`lakehouse notify` between the real broker and a real Alertmanager with the shipped routes: every hot
 window on the alerts topic reaches the webhook receiver once, whatever records the window has (twice
-written, its count raised); a record that is not an alert is said in one line and delivered around; an
+written, its count raised); a record that is not an alert, has a time nobody can read, or that
+Alertmanager refuses, is said in one line and delivered around; an
 Alertmanager that is down at the start gets every alert once it is up, and nothing is committed before;
 a URL that is not an Alertmanager is refused in one line. The oracle is the records the test wrote."""
 
@@ -10,7 +11,6 @@ import json
 import re
 import threading
 import uuid
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -20,14 +20,14 @@ from lakehouse.notify import Bridge, DeliveryMetrics
 from shared.errors import ConfigError
 from shared.kafka import consumer_for, producer_for
 from tests.conftest import embedded_alertmanager, make_config
-from tests.helpers import wait_for
+from tests.helpers import notified_windows, wait_for
 
 
-def alert_record(page: str, second: int, count: int = 120) -> bytes:
+def alert_record(page: str, second: int, count: int = 120, emitted_at: str = "2026-11-22T10:00:05.010Z") -> bytes:
     start = f"2026-11-22T10:00:{second:02d}.000Z"
     return json.dumps({"alertId": f"{page}|{start}", "pageId": page, "windowStart": start,
                        "windowEnd": f"2026-11-22T10:00:{second + 5:02d}.000Z", "clickCount": count,
-                       "threshold": 100, "emittedAt": "2026-11-22T10:00:05.010Z"}).encode()
+                       "threshold": 100, "emittedAt": emitted_at}).encode()
 
 
 def write(config, *values: bytes) -> None:
@@ -38,13 +38,6 @@ def write(config, *values: bytes) -> None:
         producer.flush()
     finally:
         producer.close()
-
-
-def notified(manager, pages: str) -> Counter:
-    """Per (pageId, windowStart) of the pages starting with `pages`, the firing notifications received."""
-    return Counter((alert["labels"]["pageId"], alert["labels"]["windowStart"])
-                   for notification in manager.notifications() if notification["body"]["status"] == "firing"
-                   for alert in notification["body"]["alerts"] if alert["labels"]["pageId"].startswith(pages))
 
 
 @contextmanager
@@ -90,18 +83,24 @@ def test_every_window_is_notified_once_and_a_record_that_is_no_alert_is_said_and
     pages = f"/t{uuid.uuid4().hex[:6]}"
     write(config, alert_record(f"{pages}/a", 0), alert_record(f"{pages}/a", 0),  # written twice
           alert_record(f"{pages}/b", 5), b'{"alertId": "broken"',
-          alert_record(f"{pages}/b", 5, count=180), alert_record(f"{pages}/c", 10))  # a count raised
+          alert_record(f"{pages}/b", 5, count=180), alert_record(f"{pages}/c", 10),  # a count raised
+          alert_record(f"{pages}/d", 15, emitted_at="soon"),  # a time nobody can read
+          alert_record(f"{pages}/e", 20, emitted_at="2099-01-01T00:00:00.000Z"))  # starts after it ends: refused
     lines: list[str] = []
     with bridging(config, lines) as bridge:
-        wait_for(lambda: len(notified(alertmanager, pages)) == 3 and committed_to_the_end(config), 30,
+        wait_for(lambda: len(notified_windows(alertmanager, pages)) == 3 and committed_to_the_end(config), 30,
                  "three windows notified and every record committed")
-    assert notified(alertmanager, pages) == {(f"{pages}/a", "2026-11-22T10:00:00.000Z"): 1,
+    assert notified_windows(alertmanager, pages) == {(f"{pages}/a", "2026-11-22T10:00:00.000Z"): 1,
                                              (f"{pages}/b", "2026-11-22T10:00:05.000Z"): 1,
                                              (f"{pages}/c", "2026-11-22T10:00:10.000Z"): 1}
-    [said] = [line for line in lines if "is not an alert" in line]
+    [broken] = [line for line in lines if "is not an alert (not JSON" in line]
+    [unreadable] = [line for line in lines if "is not an alert (emittedAt" in line]
     assert re.fullmatch(rf"notify: {config.kafka.topics.alerts} partition \d+ offset \d+ is not an alert \(not JSON "
-                        r"\(JSONDecodeError\)\): not posted", said), said
-    assert bridge.metrics.invalid._value.get() == 1
+                        r"\(JSONDecodeError\)\): not posted", broken), broken
+    assert "is not an alert (emittedAt is not an ISO-8601 instant: 'soon'): not posted" in unreadable, unreadable
+    [refused] = [line for line in lines if "refused the alerts: HTTP 400" in line]
+    assert refused.endswith(f"the alert {pages}/e|2026-11-22T10:00:20.000Z is not posted"), refused
+    assert bridge.metrics.invalid._value.get() == 3
 
 
 def test_an_alertmanager_down_at_the_start_gets_every_alert_once_up_and_nothing_is_committed_before(
@@ -117,11 +116,11 @@ def test_an_alertmanager_down_at_the_start_gets_every_alert_once_up_and_nothing_
             wait_for(lambda: bridge.metrics.failures._value.get() >= 2, 30, "the bridge to try and fail twice")
             assert not committed_to_the_end(config), "committed what Alertmanager did not take"
             manager.start(die_with_caller=True)
-            wait_for(lambda: len(notified(manager, pages)) == 2 and committed_to_the_end(config), 30,
+            wait_for(lambda: len(notified_windows(manager, pages)) == 2 and committed_to_the_end(config), 30,
                      "both windows notified once Alertmanager is up")
     finally:
         manager.stop(quiet=True)
-    assert sum(notified(manager, pages).values()) == 2
+    assert sum(notified_windows(manager, pages).values()) == 2
     assert sum("does not answer" in line for line in lines) == 2, lines  # at the start, then at its first post
     assert any("took the alerts again" in line for line in lines), lines
 

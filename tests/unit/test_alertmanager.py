@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from lakehouse.services.alertmanager import ALERTMANAGER, DEBIAN_ASSETS, RELATIVE_ASSETS, with_receivers_at
-from operational.alertmanager_alerts import as_alertmanager_alert
+from operational.alertmanager_alerts import as_alertmanager_alert, unfit
 from shared import PROJECT_ROOT
 from shared.alerts_topic import Alert
 
@@ -65,3 +65,11 @@ def test_amtool_accepts_the_shipped_configuration():
         pytest.skip(ALERTMANAGER.why)
     checked = subprocess.run([str(programs["amtool"]), "check-config", str(SHIPPED)], capture_output=True, text=True)
     assert checked.returncode == 0 and "SUCCESS" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_an_alert_with_a_time_alertmanager_cannot_read_is_unfit():
+    from dataclasses import replace
+
+    assert unfit(ALERT) is None
+    assert unfit(replace(ALERT, window_end="soon")) == "windowEnd is not an ISO-8601 instant: 'soon'"
+    assert unfit(replace(ALERT, emitted_at="2026-11-22T10:00:05")) == "emittedAt has no time zone: '2026-11-22T10:00:05'"
