@@ -10,8 +10,8 @@
      twice as long each time up to `alerting.retry_max_delay`, and nothing is read meanwhile
   -> the offsets committed once Alertmanager has the alerts: a bridge killed at any point posts again
      what it had not committed, which Alertmanager takes as the same alerts
-  -> every alert still active posted again each REPOST_EVERY, with the endsAt of its first post: an
-     Alertmanager restarted meanwhile has lost them (it keeps only what it notified)
+  -> every alert still active posted again each `alerting.repost_interval`, with the endsAt of its first
+     post: an Alertmanager restarted meanwhile has lost them (it keeps only what it notified)
 
 It reads with its own consumer, in its own process: the fast path never waits for it. Its metrics
 (`lakehouse_notify_*`) are served at `metrics.bind_address:metrics.notify_port`.
@@ -37,8 +37,6 @@ from shared.config import Config
 from shared.errors import ConfigError, LakehouseError
 from shared.kafka import consumer_for
 
-#: How often the alerts still active are posted again (Alertmanager holds them in memory only).
-REPOST_EVERY = timedelta(minutes=1)
 #: From the Kafka append of an alert record to Alertmanager's answer to its post.
 DELIVERY_SECONDS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 60, 300)
 
@@ -157,7 +155,7 @@ class Bridge:
                     if stop.is_set():
                         return  # not delivered: not committed either
                     consumer.commit()
-                if time.monotonic() - last_repost >= REPOST_EVERY.total_seconds():
+                if time.monotonic() - last_repost >= self.settings.repost_interval.total_seconds():
                     self._repost(stop)
                     last_repost = time.monotonic()
         finally:

@@ -298,6 +298,8 @@ class AlertingConfig(Section):
     retry_max_delay: PositiveDuration
     #: How long one post may take before it counts as failed.
     post_timeout: PositiveDuration
+    #: How often the alerts not yet resolved are posted again (an Alertmanager restarted has lost them).
+    repost_interval: PositiveDuration
 
     @field_validator("alertmanager_url")
     @classmethod

@@ -195,7 +195,8 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     ensure_topics(config.kafka, [config.kafka.topics.clicks, config.kafka.topics.alerts])
     manager = embedded_alertmanager(tmp_path / "alertmanager")
     manager.start(die_with_caller=True)
-    opts += [f"--set=alerting.alertmanager_url={manager.url}", "--set=alerting.retry_max_delay=2 seconds"]
+    opts += [f"--set=alerting.alertmanager_url={manager.url}", "--set=alerting.retry_max_delay=2 seconds",
+             "--set=alerting.repost_interval=5 seconds"]  # a post Alertmanager's restart lost comes again soon
     broker = EmbeddedBroker(make_config(*broker_overrides), log=lambda message: None)
     traffic = Traffic(config.kafka, config.kafka.topics.clicks, users=USERS, late_by_s=LATE_BY_S)
     rng = random.Random(seed)
