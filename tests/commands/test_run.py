@@ -45,7 +45,10 @@ GONE_USER, GONE = "u-gone-42", [("g1", "/gone", "10:00:26.000"), ("g2", "/gone",
 def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(
         spark, config, config_overrides, tmp_path, alertmanager_tools):
     """Also `lakehouse forget` while run runs, its sessions' stream reading the silver the erasure rewrites;
-    and its bridge to an Alertmanager of the test's own, which notifies each hot window once."""
+    and its bridge to an Alertmanager of the test's own, which notifies each hot window once.
+
+    Its time: run's three processes and two JVMs started and stopped, a second run refused, and a forget
+    beside them (a JVM of its own on two busy cores, its wait for the medallion's running batch)."""
     manager = embedded_alertmanager(tmp_path / "alertmanager")
     manager.start(die_with_caller=True)
     options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true",

@@ -182,8 +182,8 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
     with tables and checkpoints in a local folder, once on the run's S3-compatible store.
 
     Its time: four starts of `run` (two JVMs each), the kills spread over each run's batches (up to 2.5
-    batches after its fast path starts), the broker down up to 15 s, then two batch ends
-    after the fast path caught up: the moments a crash can fall in take minutes to visit."""
+    batches after its fast path starts), the broker down up to 15 s, Alertmanager down up to 8 s, then two
+    batch ends after the fast path caught up: the moments a crash can fall in take minutes to visit."""
     if storage == "object store":
         on_s3 = [*request.getfixturevalue("object_store"), f"storage.root={request.getfixturevalue('s3_root')}"]
         config, config_overrides = with_overrides(config, on_s3), [*config_overrides, *on_s3]
