@@ -111,10 +111,10 @@ class ActiveAlerts:
     alerts: dict[str, tuple[Alert, datetime]] = field(default_factory=dict)
 
     def take(self, alert: Alert, now: datetime) -> datetime:
-        """Keep `alert` (a window's record, maybe again); the time its window was first posted."""
-        first = self.alerts.get(alert.alert_id, (alert, now))[1]
-        known = self.alerts.get(alert.alert_id, (alert, now))[0]
-        self.alerts[alert.alert_id] = (alert if alert.click_count >= known.click_count else known, first)
+        """Keep `alert` (a window's record, maybe again), or the window's record with a higher count; the
+        time its window was first posted."""
+        known, first = self.alerts.get(alert.alert_id, (alert, now))
+        self.alerts[alert.alert_id] = (max(known, alert, key=lambda record: record.click_count), first)
         return first
 
     def still_active(self, now: datetime, resolve_after: timedelta) -> list[tuple[Alert, datetime]]:
