@@ -24,8 +24,12 @@ class Process:
 
 
 def _read(pid: int) -> Process | None:
+    """The process `pid`, None when there is none. /proc answers for a thread's id too (a thread of another
+    process may have been given the id of a process that ended): that is no such process."""
     proc = Path("/proc") / str(pid)
     try:
+        if f"\nTgid:\t{pid}\n" not in (proc / "status").read_text():
+            return None
         fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()  # from the state on: proc(5)
         return Process(pid, int(fields[1]), fields[0], (proc / "comm").read_text().strip(), int(fields[16]))
     except (OSError, IndexError, ValueError):

@@ -67,3 +67,25 @@ def test_the_tiers_after_the_lanes_wait_until_a_lane_has_exited_though_its_paren
     finally:
         lane.kill()
         lane.wait()
+
+
+def test_a_lanes_id_given_again_to_a_thread_is_no_lane_to_wait_for():
+    """The kernel gives a thread an id from the same numbers as a process's, and /proc answers for it: a lane
+    that ended may see its id go to one of this very pytest's threads, which must not be waited for."""
+    started, done = threading.Event(), threading.Event()
+    native: list[int] = []
+
+    def thread() -> None:
+        native.append(threading.get_native_id())
+        started.set()
+        done.wait(30)
+
+    worker = threading.Thread(target=thread, daemon=True)
+    worker.start()
+    try:
+        started.wait(10)
+        assert Path(f"/proc/{native[0]}/stat").exists(), "/proc answers for a thread's id"
+        assert alive({native[0], os.getpid()}) == {os.getpid()}
+    finally:
+        done.set()
+        worker.join(10)
