@@ -25,6 +25,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -110,12 +111,15 @@ class ActiveAlerts:
 
     alerts: dict[str, tuple[Alert, datetime]] = field(default_factory=dict)
 
-    def take(self, alert: Alert, now: datetime) -> datetime:
-        """Keep `alert` (a window's record, maybe again), or the window's record with a higher count; the
-        time its window was first posted."""
+    def first_posted(self, alert: Alert, now: datetime) -> datetime:
+        """When Alertmanager first took `alert`'s window; `now` for a window it has not taken yet."""
+        return self.alerts.get(alert.alert_id, (alert, now))[1]
+
+    def take(self, alert: Alert, now: datetime) -> None:
+        """Keep `alert`, which Alertmanager has just taken (a window's record, maybe again), or the window's
+        record with a higher count, and the time its window was first taken."""
         known, first = self.alerts.get(alert.alert_id, (alert, now))
         self.alerts[alert.alert_id] = (max(known, alert, key=lambda record: record.click_count), first)
-        return first
 
     def still_active(self, now: datetime, resolve_after: timedelta) -> list[tuple[Alert, datetime]]:
         """Those whose endsAt is still ahead; the others are forgotten."""
@@ -185,7 +189,6 @@ class Bridge:
             consumer.seek(partition, committed if committed is not None else start.offset if start else ends[partition])
 
     def _deliver(self, records: list, stop: threading.Event) -> None:
-        now = datetime.now(timezone.utc)
         fresh: list[Alert] = []
         for record in records:
             alert, why = parse_alert(record.value, record.partition, record.offset, record.timestamp)
@@ -199,33 +202,38 @@ class Bridge:
             fresh.append(alert)
         if not fresh:
             return
-        alerts = [as_alertmanager_alert(alert, self.active.take(alert, now), self.settings.resolve_after,
-                                        self.settings.link) for alert in fresh]
-        self._post(alerts, stop)
+        # endsAt counted from the post that Alertmanager takes, not from the read: an alert read as Alertmanager
+        # went down for longer than resolve_after would otherwise arrive already resolved, and notify no one
+        self._post(lambda now: [as_alertmanager_alert(alert, self.active.first_posted(alert, now),
+                                                      self.settings.resolve_after, self.settings.link)
+                                for alert in fresh], stop)
         if not stop.is_set():
-            accepted = time.time()
+            accepted = datetime.now(timezone.utc)
             for alert in fresh:
-                self.metrics.delivery.observe(max(accepted - alert.kafka_timestamp_ms / 1000, 0))
+                self.active.take(alert, accepted)
+                self.metrics.delivery.observe(max(accepted.timestamp() - alert.kafka_timestamp_ms / 1000, 0))
 
     def _repost(self, stop: threading.Event) -> None:
         active = self.active.still_active(datetime.now(timezone.utc), self.settings.resolve_after)
         self.metrics.active.set(len(active))
         if active:
-            self._post([as_alertmanager_alert(alert, first, self.settings.resolve_after, self.settings.link)
-                        for alert, first in active], stop)
+            self._post(lambda now: [as_alertmanager_alert(alert, first, self.settings.resolve_after, self.settings.link)
+                                    for alert, first in active], stop)
 
-    def _post(self, alerts: list[dict[str, Any]], stop: threading.Event) -> None:
-        """Post until Alertmanager takes them, or `stop`; each failure said once, and its end. Alerts it
-        refuses as wrong are posted one by one, and each it refuses alone is said, counted and passed."""
+    def _post(self, alerts_at: Callable[[datetime], list[dict[str, Any]]], stop: threading.Event) -> None:
+        """Post the alerts `alerts_at` gives for the moment of each try, until Alertmanager takes them, or
+        `stop`; each failure said once, and its end. Alerts it refuses as wrong are posted one by one, and
+        each it refuses alone is said, counted and passed."""
         delay, failing = 0.1, False
-        self.metrics.pending.set(len(alerts))
+        self.metrics.pending.set(len(alerts_at(datetime.now(timezone.utc))))
         while not stop.is_set():
+            alerts = alerts_at(datetime.now(timezone.utc))
             try:
                 post_alerts(self.url, alerts, self.settings.post_timeout.total_seconds())
             except RefusedAlerts as error:
                 if len(alerts) > 1:
                     for alert in alerts:
-                        self._post([alert], stop)
+                        self._post(lambda now, alert=alert: [alert], stop)
                 else:
                     self.metrics.invalid.inc()
                     self.log(f"notify: {error}; the alert {alerts[0]['annotations'].get('alertId')} is not posted")

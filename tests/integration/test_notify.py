@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -108,10 +109,12 @@ def test_every_window_is_notified_once_and_a_record_that_is_no_alert_is_said_and
     assert served(bridge, "lakehouse_notify_invalid_records_total") == 3
 
 
-def test_an_alertmanager_down_at_the_start_gets_every_alert_once_up_and_nothing_is_committed_before(
+def test_an_alertmanager_down_longer_than_resolve_after_gets_every_alert_firing_once_up_and_nothing_committed_before(
         configured, alertmanager_tools, tmp_path):
     manager = embedded_alertmanager(tmp_path / "alertmanager")
+    resolve_after_s = 3
     config = configured(f"alerting.alertmanager_url={manager.url}", "alerting.retry_max_delay=1 second",
+                        f"alerting.resolve_after={resolve_after_s} seconds",
                         f"alerting.consumer_group=notify-{uuid.uuid4().hex[:8]}", topics=("alerts",))
     pages = "/down"
     write(config, alert_record(f"{pages}/a", 0), alert_record(f"{pages}/b", 5))
@@ -119,6 +122,10 @@ def test_an_alertmanager_down_at_the_start_gets_every_alert_once_up_and_nothing_
     try:
         with bridging(config, lines) as bridge:
             wait_for(lambda: served(bridge, "lakehouse_notify_post_failures_total") >= 2, 30, "the bridge to try and fail twice")
+            # down for longer than an alert lives once posted: an endsAt counted from the read would have passed
+            failed_at = time.monotonic()
+            wait_for(lambda: time.monotonic() - failed_at > resolve_after_s, resolve_after_s + 5,
+                     "resolve_after to pass with Alertmanager down")
             assert not committed_to_the_end(config), "committed what Alertmanager did not take"
             manager.start(die_with_caller=True)
             wait_for(lambda: len(notified_windows(manager, pages)) == 2 and committed_to_the_end(config), 30,
