@@ -11,6 +11,9 @@ child the moment its parent dies:
     which is safer than arming it between fork and exec in a parent that runs JVM threads;
   - any other child (the broker's JVM, the Spark JVM that PySpark launches: `shared.spark`) is
     started through `setpriv --pdeathsig KILL` (util-linux).
+
+The kernel's parent is the thread that started the child: a child started from a thread is killed when that
+thread ends, so a thread that (re)starts a child lives as long as the child should.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 import time
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -154,13 +153,3 @@ def files_holding(root: Path, text: str) -> list[str]:
         if hit:
             found.append(str(path.relative_to(root)))
     return found
-
-
-
-def notified_windows(manager, pages: str = "") -> Counter:
-    """Per (pageId, windowStart) of the pages starting with `pages`, the firing notifications an embedded
-    Alertmanager's receiver kept (lakehouse.services.alertmanager)."""
-    return Counter((alert["labels"]["pageId"], alert["labels"]["windowStart"])
-                   for kept in manager.notifications() if kept["body"]["status"] == "firing"
-                   for alert in kept["body"]["alerts"]
-                   if alert["labels"].get("alertname") == "HotPage" and alert["labels"]["pageId"].startswith(pages))

@@ -18,7 +18,7 @@ import time
 import tempfile
 import uuid
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -29,6 +29,7 @@ from shared.config_loading import load_config, with_overrides
 from shared.storage import local_folder
 from shared.errors import LakehouseError
 from lakehouse.bench.forget_during_load import ForgetDuringLoad
+from lakehouse.bench.notify_during_load import NotifyDuringLoad
 from lakehouse.bench.under_load import Load, wait_until
 from lakehouse.path_processes import child_options
 from shared.processes import child_env, die_with_parent
@@ -61,7 +62,8 @@ FORGET_WAIT_S = 600.0
 def run_once(config: Config, settings: list[str], rate: float, seconds: float, hot_pages: int,
              measure_latency: bool, sample_every_s: float, drain_timeout_s: float,
              with_medallion: str | None = None, warmup_s: float = 0.0, scrape_every_s: float = 0.0,
-             lake: bool = False, forget: ForgetDuringLoad | None = None) -> dict[str, Any]:
+             lake: bool = False, forget: ForgetDuringLoad | None = None,
+             notify: NotifyDuringLoad | None = None) -> dict[str, Any]:
     """Start the fast path, offer `rate` events/s for `warmup_s` + `seconds`, wait until it drained,
     measure (time-to-alert over the windows that crossed after the warm-up).
 
@@ -74,9 +76,12 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     after it (a lake the medallion beside goes on writing), instead of fresh ones.
     `forget`: a `lakehouse forget` started during the load, which the run waits for; time-to-alert is then
     also given before it and while it ran.
+    `notify`: Alertmanager and the bridge beside the fast path, from before the load until every window the
+    load alerted has reached Alertmanager's receiver; their figures under "notify".
     """
     from operational import hot_pages as fast_path
-    from lakehouse.bench.time_to_alert import time_to_alert, time_to_alert_in_spans
+    from lakehouse.bench.notify_during_load import SETTLE_S
+    from lakehouse.bench.time_to_alert import first_appends_per_count, time_to_alert, time_to_alert_in_spans
     from shared.kafka import ensure_topics
     from shared.spark import spark_session
     from shared.query_progress import batch_boundaries
@@ -99,7 +104,9 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             wait_until(lambda: query.status["isTriggerActive"], 300, "the first real-time batch to start", query)
         else:
             wait_until(lambda: query.lastProgress is not None, 300, "the first micro-batch", query)
-        with _medallion_beside(spark, config, with_medallion, query) as medallion:
+        with _medallion_beside(spark, config, with_medallion, query) as medallion, \
+                (notify.beside(config, Path(local_folder(root) or tempfile.mkdtemp()) / "alertmanager")
+                 if notify else nullcontext()):
             if forget is not None:
                 forget.start(config)
             load = Load.offered(spark, config, query, medallion.process.pid if medallion.process else None, rate, warmup_s + seconds, hot_pages, sample_every_s,
@@ -107,6 +114,11 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             if forget is not None:
                 forget.wait(FORGET_WAIT_S)
             gold = _gold_freshness(medallion, load, warmup_s) if medallion.process is not None else {}
+            if notify is not None:
+                appended = first_appends_per_count(spark, config)
+                say_progress(f"bench: waiting up to {SETTLE_S:g} s for every alerted window to reach Alertmanager's receiver")
+                notify.settle({(page, start) for page, start, _ in appended})
+                result_notify = notify.figures(appended, load.started_at + timedelta(seconds=warmup_s))
         # Stopped between micro-batches, where Spark has nothing to abort and log at ERROR; a real-time
         # query is always mid-batch, and is stopped at once with Spark's logs held quiet (a benchmark's
         # topics are its own: what a restart would replay does not matter).
@@ -123,6 +135,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
                 "during_forget": (forget.started_at, forget.ended_at or load.ended_at)})
     if forget is not None:
         result["forget"] = forget.figures()
+    if notify is not None:
+        result["notify"] = result_notify
     if local_folder(root) is not None and not lake:
         shutil.rmtree(local_folder(root), ignore_errors=True)
     return result
@@ -253,9 +267,10 @@ def profile_config(profile: str, settings: list[str]) -> Config:
 def measured_run(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None, scrape_every_s: float = 0.0, lake: bool = False,
-           forget: tuple[str, float] | None = None) -> dict[str, Any]:
+           forget: tuple[str, float] | None = None, notify: tuple[int, float, float] | None = None) -> dict[str, Any]:
     """One run of `run_once` in a process of its own, in the runtime of `profile`'s fast path; `forget`:
-    (user, seconds after the load began)."""
+    (user, seconds after the load began); `notify`: Alertmanager and the bridge beside it, with (kills of the
+    bridge, seconds of Alertmanager outage, seconds into the load it begins)."""
     config = profile_config(profile, settings)
     runtime = fast_path_mode(config).runtime
     warmup = warmup_s(config) if latency else 0.0
@@ -272,6 +287,11 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
     if forget:
         command += [f"--forget-user={forget[0]}", f"--forget-after={forget[1]}"]
         profile = f"{profile} with lakehouse forget after {forget[1]:g} s"
+    if notify:
+        command += ["--notify", f"--bridge-kills={notify[0]}", f"--outage={notify[1]}", f"--outage-after={notify[2]}"]
+        faults = [f"{notify[0]} kill -9 of the bridge"] * bool(notify[0]) + \
+                 [f"Alertmanager down {notify[1]:g} s"] * bool(notify[1])
+        profile = f"{profile} with the bridge to Alertmanager" + (f" ({', '.join(faults)})" if faults else "")
     if scrape_every_s:
         command.append(f"--scrape-every={scrape_every_s}")
         profile = f"{profile} with its Prometheus endpoint scraped every {scrape_every_s:g} s"
@@ -300,6 +320,10 @@ def _main() -> int:
     parser.add_argument("--lake", action="store_true")
     parser.add_argument("--forget-user")
     parser.add_argument("--forget-after", type=float, default=0.0)
+    parser.add_argument("--notify", action="store_true")
+    parser.add_argument("--bridge-kills", type=int, default=0)
+    parser.add_argument("--outage", type=float, default=0.0)
+    parser.add_argument("--outage-after", type=float, default=0.0)
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
@@ -309,7 +333,9 @@ def _main() -> int:
         result = run_once(config, settings, args.rate, args.seconds, args.hot_pages, args.latency,
                           args.sample_every, args.drain_timeout, args.with_medallion, args.warmup,
                           args.scrape_every, args.lake,
-                          ForgetDuringLoad(args.forget_user, args.forget_after) if args.forget_user else None)
+                          ForgetDuringLoad(args.forget_user, args.forget_after) if args.forget_user else None,
+                          NotifyDuringLoad(args.warmup + args.seconds, args.bridge_kills, args.outage, args.outage_after)
+                          if args.notify else None)
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from lakehouse.bench.freshness import FRESHNESS_P99_TARGET_S
-from lakehouse.bench.measured_run import measured_run
+from lakehouse.bench.measured_run import measured_run, profile_config, warmup_s
 from lakehouse.bench.under_load import DELIVERED_SHARE
 from shared.errors import LakehouseError
 from shared.progress import echo as say_progress
@@ -92,6 +92,64 @@ def freshness(settings: list[str], rate: float, seconds: float, hot_pages: int, 
             "both_runs_delivered_the_load": bool(alone["valid"] and beside["valid"]),
         },
     }
+
+
+#: The delivery targets: p99 from an alert record's append to Alertmanager taking it, and the fast path's p99
+#: with the bridge beside it over alone.
+DELIVERY_P99_TARGET_MS = 100.0
+BRIDGE_ISOLATION_TARGET = 1.1
+#: Seconds of load after an outage's end: the bridge's next try (alerting.retry_max_delay) and what follows it.
+AFTER_OUTAGE_S = 60.0
+
+
+def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str, bridge_kills: int = 0,
+           outage_s: float = 0.0) -> dict[str, Any]:
+    """The fast path of `profile` alone, then with Alertmanager and the bridge beside it (as `lakehouse run`
+    starts them): delivery from an alert record's append to Alertmanager taking it, each window's
+    notifications, and the fast path's time-to-alert in both. With `bridge_kills` or `outage_s`, a third run
+    under those faults (its load long enough to hold the outage) says whether every window still reached the
+    receiver once."""
+    alone = measured_run(profile, settings, rate, seconds, hot_pages, latency=True)
+    say_progress(f"bench: {profile} alone: " + summary_line(alone))
+    beside = measured_run(profile, settings, rate, seconds, hot_pages, latency=True, notify=(0, 0.0, 0.0))
+    say_progress(f"bench: {profile} with the bridge: " + summary_line(beside) + "; " + delivery_line(beside["notify"]))
+    fast_alone, fast_beside = latency_figures(alone), latency_figures(beside)
+    fast_beside.pop("details").pop("notify", None)
+    ratio = (round(fast_beside["p99_ms"] / fast_alone["p99_ms"], 2)
+             if fast_alone.get("p99_ms") and fast_beside.get("p99_ms") is not None else None)
+    report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
+              "notify": beside["notify"],
+              "fast_path": {"alone": fast_alone, "with_bridge": fast_beside},
+              "fast_path_p99_with_bridge_over_alone": ratio}
+    targets = {
+        "delivery_p99_under_100_ms": (beside["notify"]["delivery"]["p99_ms"] or float("inf")) < DELIVERY_P99_TARGET_MS,
+        "fast_path_p99_kept": ratio is not None and ratio <= BRIDGE_ISOLATION_TARGET,
+        "every_window_notified_once": notified_once(beside["notify"]),
+        "both_runs_delivered_the_load": bool(alone["valid"] and beside["valid"]),
+    }
+    if bridge_kills or outage_s:
+        outage_after_s = warmup_s(profile_config(profile, settings)) + 10.0 if outage_s else 0.0
+        faulted_s = max(seconds, outage_after_s + outage_s + AFTER_OUTAGE_S) if outage_s else seconds
+        faulted = measured_run(profile, settings, rate, faulted_s, hot_pages, latency=True,
+                               notify=(bridge_kills, outage_s, outage_after_s))
+        say_progress(f"bench: {profile} with the bridge, under faults: " + delivery_line(faulted["notify"]))
+        report["under_faults"] = {"seconds": faulted_s, "bridge_kills": bridge_kills, "outage_s": outage_s,
+                                  "alerts_missed_by_the_fast_path": faulted.get("missed_windows"), **faulted["notify"]}
+        targets["under_faults_every_window_notified_once"] = notified_once(faulted["notify"])
+    report["targets_met"] = targets
+    return report
+
+
+def notified_once(figures: dict[str, Any]) -> bool:
+    """Every window the alerts topic holds reached the receiver, once."""
+    return figures["windows_alerted"] > 0 and figures["windows_notified_once"] == figures["windows_alerted"]
+
+
+def delivery_line(figures: dict[str, Any]) -> str:
+    delivery = figures["delivery"]
+    return (f"delivery p50 {delivery['p50_ms']} ms, p99 {delivery['p99_ms']} ms over {delivery['records']} records; "
+            f"{figures['windows_notified_once']} of {figures['windows_alerted']} windows notified once, "
+            f"{figures['windows_notified_more_than_once']} more than once")
 
 
 _FIGURES = ("p50_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms", "alerts", "missed_windows", "batch_boundaries", "warmup")

@@ -13,7 +13,7 @@ stream that has been running, as a production one has for days).
 from __future__ import annotations
 
 import math
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession, Window
@@ -50,6 +50,18 @@ def first_alerts(alerts: DataFrame) -> DataFrame:
         F.min("timestamp").alias("firstAlertAt"),
         F.max(F.get_json_object(F.col("value").cast("string"), "$.clickCount").cast("long")).alias("maxCount"),
     )
+
+
+def first_appends_per_count(spark: SparkSession, config: Config) -> dict[tuple[str, str, int], datetime]:
+    """Per (pageId, windowStart, clickCount) of the alerts topic: when its first record was appended
+    (`lakehouse bench notify` measures each record's delivery to Alertmanager from it)."""
+    field = lambda name: F.get_json_object(F.col("value").cast("string"), f"$.{name}")  # noqa: E731
+    rows = (read_topic(spark, config.kafka, config.kafka.topics.alerts)
+            .groupBy(field("pageId").alias("pageId"), field("windowStart").alias("windowStart"),
+                     field("clickCount").cast("long").alias("clickCount"))
+            .agg(F.unix_millis(F.min("timestamp")).alias("appendedMs")).collect())
+    return {(row.pageId, row.windowStart, row.clickCount): datetime.fromtimestamp(row.appendedMs / 1000, timezone.utc)
+            for row in rows if row.pageId is not None and row.clickCount is not None}
 
 
 def window_latencies(spark: SparkSession, config: Config) -> DataFrame:

@@ -260,24 +260,18 @@ def _notifications(manager, config: Config, since: float) -> None:
     window (`lakehouse alertmanager notifications`), against the windows the topic alerted."""
     from datetime import datetime, timedelta, timezone
 
+    from operational.alertmanager_alerts import HOT_PAGE
     from shared.alerts_topic import latest_alerts
 
     _say("\n== 8. the hot pages reach people through Alertmanager (`lakehouse alertmanager notifications`)")
     began = datetime.now(timezone.utc) - timedelta(seconds=time.monotonic() - since)
     alerted = {(alert.page_id, alert.window_start) for alert in latest_alerts(config.kafka, config.kafka.topics.alerts).latest.values()}
     deadline = time.monotonic() + 30  # the bridge posts within milliseconds; Alertmanager waits group_wait (1 s)
-    while True:
-        kept = [notification for notification in manager.notifications()
-                if datetime.fromisoformat(notification["receivedAt"]) >= began]
-        windows = [(alert["labels"].get("pageId"), alert["labels"].get("windowStart"))
-                   for notification in kept if notification["body"].get("status") == "firing"
-                   for alert in notification["body"].get("alerts", []) if alert["labels"].get("alertname") == "HotPage"]
-        if set(windows) >= alerted or time.monotonic() > deadline:
-            break
+    while not set(windows := manager.notified_windows(since=began)) >= alerted and time.monotonic() < deadline:
         time.sleep(0.5)
-    others = sorted({alert["labels"].get("alertname") for notification in kept
-                     for alert in notification["body"].get("alerts", [])} - {"HotPage"})
-    _say(f"   {len(windows)} notifications for {len(set(windows))} of the {len(alerted)} alerted windows (one per window: "
+    others = sorted({alert["labels"].get("alertname") for notification in manager.notifications(since=began)
+                     for alert in notification["body"].get("alerts", [])} - {HOT_PAGE})
+    _say(f"   {windows.total()} notifications for {len(windows)} of the {len(alerted)} alerted windows (one per window: "
          f"the fast path's records of a window are one alert); anything else that fired: {', '.join(others) or 'nothing'}")
 
 

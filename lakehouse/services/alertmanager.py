@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import sys
 import time
+from collections import Counter
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -26,6 +28,7 @@ import yaml
 from lakehouse.services.daemon import Daemon, ServiceError, require_free_ports
 from lakehouse.services.debian_tools import DebianTools, main as tools_main
 from lakehouse.services.webhook_receiver import read_notifications
+from operational.alertmanager_alerts import HOT_PAGE
 from shared.config import Config
 from shared.errors import MissingDependencyError
 
@@ -156,9 +159,19 @@ class EmbeddedAlertmanager:
         return AlertmanagerStatus(bool(pid) and _ready(self.url), pid, self.url, self._receiver.running_pid(),
                                   len(self.notifications()))
 
-    def notifications(self) -> list[dict]:
-        """What the receiver has kept, oldest first (lakehouse.services.webhook_receiver.read_notifications)."""
-        return read_notifications(self.notifications_file)
+    def notifications(self, since: datetime | None = None) -> list[dict]:
+        """What the receiver has kept (received at or after `since`), oldest first
+        (lakehouse.services.webhook_receiver.read_notifications)."""
+        return [kept for kept in read_notifications(self.notifications_file)
+                if since is None or datetime.fromisoformat(kept["receivedAt"]) >= since]
+
+    def notified_windows(self, pages: str = "", since: datetime | None = None) -> Counter:
+        """Per hot window (pageId, windowStart) of the pages starting with `pages`, the firing notifications
+        the receiver kept (since `since`): each window notified once is a count of 1."""
+        return Counter((alert["labels"]["pageId"], alert["labels"]["windowStart"])
+                       for kept in self.notifications(since) if kept["body"]["status"] == "firing"
+                       for alert in kept["body"]["alerts"]
+                       if alert["labels"].get("alertname") == HOT_PAGE and alert["labels"]["pageId"].startswith(pages))
 
     def _wait_until_ready(self) -> None:
         deadline = time.monotonic() + self.settings.start_timeout_s

@@ -20,7 +20,7 @@ from lakehouse.monitoring.stream_progress import TABLE as PROGRESS, table_locati
 from lakehouse.services.broker import EmbeddedBroker
 from tests.conftest import embedded_alertmanager, free_port, make_config
 from tests.helpers import (LAKEHOUSE, ahead_of_the_clock, assert_no_errors, assert_quiet, click, files_holding, lakehouse_here,
-                           notified_windows, run_lakehouse, send, wait_for)
+                           run_lakehouse, send, wait_for)
 from tests.processes import alive, command_line, family, processes
 from tests.topics import alert_records, read_to_end
 from tests.run_scenario import (CLICKS, DAY, alerted, expected_alerts, expected_windows, gold, run_on_crafted_traffic,
@@ -76,8 +76,8 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(
         # Its sessions' state still holds the open session (CONTRACT.md, Erasure); no table does.
         assert [path for path in files_holding(root, GONE_USER) if not path.startswith("_checkpoints/")] == []
         hot = {(page, start.strftime("%Y-%m-%dT%H:%M:%S.000Z")) for page, start in expected_alerts()}
-        wait_for(lambda: set(notified_windows(manager)) == hot, 60, "each hot window notified through Alertmanager")
-        assert set(notified_windows(manager).values()) == {1}, notified_windows(manager)
+        wait_for(lambda: set(manager.notified_windows()) == hot, 60, "each hot window notified through Alertmanager")
+        assert set(manager.notified_windows().values()) == {1}, manager.notified_windows()
 
     try:
         output = run_on_crafted_traffic(spark, config, options, tmp_path / "run.log",

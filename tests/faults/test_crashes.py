@@ -54,7 +54,7 @@ from tests.traffic import HOT_PAGE, Traffic, click, hostile, now_micros
 from tests.sessions_oracle import hot_windows, page_conversion_of, sessions, sessions_of
 from tests.truth import SHIPPED_BOUNDS, Truth, assert_alerts_as_the_oracle_says, naive_utc
 from tests.topics import alert_records, read_to_end
-from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, notified_windows, send, wait_for
+from tests.helpers import LAKEHOUSE, assert_no_errors, lakehouse_here, send, wait_for
 from tests.processes import alive, family
 
 
@@ -263,10 +263,10 @@ def test_kill_9_of_run_and_of_the_broker_under_traffic_lose_nothing_and_miss_no_
         # Every window the topic alerts reached people once, through the kills of run (its bridge with it)
         # and Alertmanager's restart: the same window's records are one alert, notified once.
         alerted = {(record["pageId"], record["windowStart"]) for record in alert_records(config)}
-        wait_for(lambda: set(notified_windows(manager)) == alerted, 120, "every alerted window notified", every_s=0.5)
+        wait_for(lambda: set(manager.notified_windows()) == alerted, 120, "every alerted window notified", every_s=0.5)
         run.send_signal(signal.SIGTERM)
         assert run.wait(timeout=180) == 0
-        assert set(notified_windows(manager).values()) == {1}, {window: n for window, n in notified_windows(manager).items() if n > 1}
+        assert set(manager.notified_windows().values()) == {1}, {window: n for window, n in manager.notified_windows().items() if n > 1}
     finally:
         traffic.stopping.set()
         run.kill()

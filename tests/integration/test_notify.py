@@ -21,7 +21,7 @@ from lakehouse.notify import Bridge, DeliveryMetrics
 from shared.errors import ConfigError
 from shared.kafka import consumer_for, producer_for
 from tests.conftest import embedded_alertmanager, make_config
-from tests.helpers import notified_windows, wait_for
+from tests.helpers import wait_for
 
 
 def alert_record(page: str, second: int, count: int = 120, emitted_at: str = "2026-11-22T10:00:05.010Z") -> bytes:
@@ -94,9 +94,9 @@ def test_every_window_is_notified_once_and_a_record_that_is_no_alert_is_said_and
           alert_record(f"{pages}/e", 20, emitted_at="2099-01-01T00:00:00.000Z"))  # starts after it ends: refused
     lines: list[str] = []
     with bridging(config, lines) as bridge:
-        wait_for(lambda: len(notified_windows(alertmanager, pages)) == 3 and committed_to_the_end(config), 30,
+        wait_for(lambda: len(alertmanager.notified_windows(pages)) == 3 and committed_to_the_end(config), 30,
                  "three windows notified and every record committed")
-    assert notified_windows(alertmanager, pages) == {(f"{pages}/a", "2026-11-22T10:00:00.000Z"): 1,
+    assert alertmanager.notified_windows(pages) == {(f"{pages}/a", "2026-11-22T10:00:00.000Z"): 1,
                                              (f"{pages}/b", "2026-11-22T10:00:05.000Z"): 1,
                                              (f"{pages}/c", "2026-11-22T10:00:10.000Z"): 1}
     [broken] = [line for line in lines if "is not an alert (not JSON" in line]
@@ -128,11 +128,11 @@ def test_an_alertmanager_down_longer_than_resolve_after_gets_every_alert_firing_
                      "resolve_after to pass with Alertmanager down")
             assert not committed_to_the_end(config), "committed what Alertmanager did not take"
             manager.start(die_with_caller=True)
-            wait_for(lambda: len(notified_windows(manager, pages)) == 2 and committed_to_the_end(config), 30,
+            wait_for(lambda: len(manager.notified_windows(pages)) == 2 and committed_to_the_end(config), 30,
                      "both windows notified once Alertmanager is up")
     finally:
         manager.stop(quiet=True)
-    assert sum(notified_windows(manager, pages).values()) == 2
+    assert sum(manager.notified_windows(pages).values()) == 2
     assert sum("does not answer" in line for line in lines) == 2, lines  # at the start, then at its first post
     assert any("took the alerts again" in line for line in lines), lines
 

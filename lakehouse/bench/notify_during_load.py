@@ -1,0 +1,147 @@
+"""The bridge to Alertmanager beside a measured run's load (lakehouse/bench/measured_run.py), as `lakehouse run`
+starts it: an embedded Alertmanager with the shipped routes and its webhook receiver, and `lakehouse notify` in a
+process of its own; with faults when asked (the bridge killed, Alertmanager stopped for a while).
+`lakehouse bench notify` compares the fast path with and without it (lakehouse/bench/operational.py).
+
+When Alertmanager took each post is read from Alertmanager itself: its API v2 gives each alert its `updatedAt`,
+the moment the latest post of it arrived, and the annotations that post carried. Polled every `POLL_S`, the
+first `updatedAt` seen for a window with a given click count is when the post of the first record that carried
+that count arrived; against that record's Kafka append (LogAppendTime: both clocks are this machine's), it is
+the delivery time. What reached people is what the webhook receiver kept.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lakehouse.path_processes import NotifyProcess, child_options
+from lakehouse.services.alertmanager import EmbeddedAlertmanager
+from operational.alertmanager_alerts import HOT_PAGE, instant
+from shared.config import Config
+from shared.config_loading import with_overrides
+from shared.progress import echo as say_progress
+
+#: How often Alertmanager's alerts are read: a post is seen at most this long after it arrived, and its
+#: `updatedAt` is exact unless the window's next record's post came meanwhile.
+POLL_S = 0.05
+#: How long, after the load, every alerted window may take to be notified (Alertmanager's group_wait is 1 s;
+#: after an outage the bridge's next try may be alerting.retry_max_delay away).
+SETTLE_S = 120.0
+
+#: A record of the alerts topic as the delivery is measured against: its window and click count.
+Posted = tuple[str, str, int]  # (pageId, windowStart, clickCount)
+
+
+@dataclass
+class NotifyDuringLoad:
+    """Alertmanager and `lakehouse notify` beside the load; `bridge_kills` kill -9 of the bridge spread over
+    `load_s` (each restarted at once), and Alertmanager stopped `outage_after_s` into the load for `outage_s`."""
+
+    load_s: float
+    bridge_kills: int = 0
+    outage_s: float = 0.0
+    outage_after_s: float = 0.0
+    received: dict[Posted, datetime] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    manager: EmbeddedAlertmanager | None = None
+    began: datetime | None = None
+
+    @contextmanager
+    def beside(self, config: Config, folder: Path) -> Iterator[None]:
+        """Alertmanager (its files under `folder`) and the bridge, running until the block ends; the faults
+        start with the block."""
+        self.manager = EmbeddedAlertmanager(with_overrides(config, [f"alertmanager.run_dir={folder}"]),
+                                            log=lambda line: say_progress(f"bench: {line}"))
+        url = self.manager.start(die_with_caller=True)
+        config = with_overrides(config, [f"alerting.alertmanager_url={url}",
+                                         f"alerting.consumer_group=bench-notify-{uuid.uuid4().hex[:6]}"])
+        bridge = [NotifyProcess(child_options(config), relay=say_progress)]  # its lines begin "notify:"
+        stop = threading.Event()
+        threads = [threading.Thread(target=self._watch, args=(url, stop), daemon=True),
+                   threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)]
+        self.began = datetime.now(timezone.utc)
+        for thread in threads:
+            thread.start()
+        try:
+            yield
+        finally:
+            # stopped before the faults' thread ends: the kernel kills what a thread started when that thread ends
+            # (prctl PR_SET_PDEATHSIG), and a bridge or Alertmanager it restarted must stop cleanly instead
+            bridge[0].stop()
+            self.manager.stop(quiet=True)
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=self.outage_s + 60)
+
+    def _watch(self, url: str, stop: threading.Event) -> None:
+        query = urllib.parse.urlencode({"filter": f'alertname="{HOT_PAGE}"'})
+        while not stop.wait(POLL_S):
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/alerts?{query}", timeout=2) as response:
+                    alerts = json.loads(response.read())
+            except (urllib.error.URLError, OSError, ValueError):
+                continue  # down (the outage): what it takes after is seen then
+            for alert in alerts:
+                labels, annotations = alert["labels"], alert["annotations"]
+                posted = (labels["pageId"], labels["windowStart"], int(annotations["clickCount"]))
+                self.received.setdefault(posted, instant(alert["updatedAt"]))
+
+    def _faults(self, config: Config, bridge: list[NotifyProcess], stop: threading.Event) -> None:
+        began = time.monotonic()
+        events = [(self.load_s * (n + 1) / (self.bridge_kills + 1), "kill") for n in range(self.bridge_kills)]
+        if self.outage_s:
+            events += [(self.outage_after_s, "stop"), (self.outage_after_s + self.outage_s, "start")]
+        for at_s, fault in sorted(events):
+            if stop.wait(max(at_s - (time.monotonic() - began), 0)):
+                return
+            say_progress(f"bench: {at_s:.0f} s into the load: " + {
+                "kill": "kill -9 of the bridge, started again at once", "stop": "Alertmanager stopped",
+                "start": "Alertmanager started again"}[fault])
+            if fault == "kill":
+                bridge[0].crash()
+                bridge[0] = NotifyProcess(child_options(config), relay=say_progress)
+            elif fault == "stop":
+                self.manager.stop(quiet=True)
+            else:
+                self.manager.start(die_with_caller=True)
+            self.faults.append({"at_s": round(time.monotonic() - began, 1), "fault": fault})
+        stop.wait()  # what it restarted lives as long as this thread (see `beside`)
+
+    def settle(self, alerted: set[tuple[str, str]]) -> None:
+        """Until every window in `alerted` (pageId, windowStart) has reached the receiver, at most SETTLE_S."""
+        deadline = time.monotonic() + SETTLE_S
+        while not set(self.manager.notified_windows(since=self.began)) >= alerted and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+    def figures(self, appended: dict[Posted, datetime], measured_from: datetime) -> dict[str, Any]:
+        """Delivery over the records appended from `measured_from` on (`appended`: each window and count's first
+        append), and what reached the receiver for every window alerted."""
+        from lakehouse.bench.time_to_alert import percentiles
+
+        latencies = sorted(round((self.received[posted] - at).total_seconds() * 1000, 1)
+                           for posted, at in appended.items() if at >= measured_from and posted in self.received)
+        alerted = {(page, start) for page, start, _ in appended}
+        at_alertmanager = {(page, start) for page, start, _ in self.received}
+        notified = self.manager.notified_windows(since=self.began)
+        return {
+            "delivery": {**percentiles(latencies), "records": len(latencies)},
+            "windows_alerted": len(alerted),
+            "windows_at_alertmanager": len(alerted & at_alertmanager),
+            "windows_notified_once": sum(1 for window in alerted if notified[window] == 1),
+            "windows_notified_more_than_once": sum(1 for window in alerted if notified[window] > 1),
+            "windows_not_notified": sorted(f"{page} {start}" for page, start in alerted - set(notified))[:10],
+            "notifications_for_no_alerted_window": sum(n for window, n in notified.items() if window not in alerted),
+            "faults": self.faults,
+        }
