@@ -125,11 +125,12 @@ FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py \
         tests/integration/test_quality.py) \
         $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py))
-# Two of the benchmarks' tests run in that second pytest instead of the fast path's, which otherwise ends
+# Three of the benchmarks' tests run in that second pytest instead of the fast path's, which otherwise ends
 # last before the barrier (their commands run in their own processes, from either runtime's pytest).
 MOVED := $(if $(LANE),$(if $(filter deployment,$(TIERS)),\
         tests/deployment/test_benchmarks.py::test_bench_latency_reports_each_configuration_it_ran_and_misses_no_window \
-        tests/deployment/test_benchmarks.py::test_bench_sessions_reports_the_state_after_each_step_and_it_evicts_what_the_watermark_closes))
+        tests/deployment/test_benchmarks.py::test_bench_sessions_reports_the_state_after_each_step_and_it_evicts_what_the_watermark_closes \
+        tests/deployment/test_benchmarks.py::test_bench_notify_delivers_every_alerted_window_once_and_again_through_a_bridge_kill_and_an_alertmanager_outage))
 
 test: setup  ## the unit, spark and integration tiers (real broker, Spark, Delta) in both runtimes; TIERS="..." picks others
 	@status=0; fast=; lane=; fast_log=$$(mktemp); lane_log=$$(mktemp); \

@@ -146,7 +146,9 @@ class Bridge:
         problem = check_alertmanager(self.url, timeout)
         if problem:
             self.log(f"notify: {problem}; posting as soon as it does (nothing is skipped meanwhile)")
-        consumer = consumer_for(self.config.kafka, group_id=self.settings.consumer_group, fetch_max_wait_ms=20,
+        # the broker answers a fetch as soon as a record arrives (fetch.min.bytes 1), however long it may hold
+        # an empty one: a record waits for no timer, and an idle bridge wakes twice a second
+        consumer = consumer_for(self.config.kafka, group_id=self.settings.consumer_group, fetch_max_wait_ms=500,
                                 fetch_min_bytes=1)
         try:
             self._assign(consumer, stop)

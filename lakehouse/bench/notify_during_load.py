@@ -33,9 +33,9 @@ from shared.config import Config
 from shared.config_loading import with_overrides
 from shared.progress import echo as say_progress
 
-#: How often Alertmanager's alerts are read: a post is seen at most this long after it arrived, and its
-#: `updatedAt` is exact unless the window's next record's post came meanwhile.
-POLL_S = 0.05
+#: How often Alertmanager's alerts are read (each read is every active alert): a post is seen unless the next
+#: record of its window, with another count, was posted before the read; its `updatedAt` is exact.
+POLL_S = 0.25
 #: How long, after the load, every alerted window may take to be notified (Alertmanager's group_wait is 1 s;
 #: after an outage the bridge's next try may be alerting.retry_max_delay away).
 SETTLE_S = 120.0
@@ -46,8 +46,9 @@ Posted = tuple[str, str, int]  # (pageId, windowStart, clickCount)
 
 @dataclass
 class NotifyDuringLoad:
-    """Alertmanager and `lakehouse notify` beside the load; `bridge_kills` kill -9 of the bridge spread over
-    `load_s` (each restarted at once), and Alertmanager stopped `outage_after_s` into the load for `outage_s`."""
+    """Alertmanager and `lakehouse notify` beside the load; Alertmanager stopped `outage_after_s` into the load
+    for `outage_s`, and `bridge_kills` kill -9 of the bridge (each restarted at once) spread over the load after
+    that, while it posts."""
 
     load_s: float
     bridge_kills: int = 0
@@ -100,9 +101,11 @@ class NotifyDuringLoad:
 
     def _faults(self, config: Config, bridge: list[NotifyProcess], stop: threading.Event) -> None:
         began = time.monotonic()
-        events = [(self.load_s * (n + 1) / (self.bridge_kills + 1), "kill") for n in range(self.bridge_kills)]
+        posting_from = self.outage_after_s + self.outage_s if self.outage_s else 0.0
+        events = [(posting_from + (self.load_s - posting_from) * (n + 1) / (self.bridge_kills + 1), "kill")
+                  for n in range(self.bridge_kills)]
         if self.outage_s:
-            events += [(self.outage_after_s, "stop"), (self.outage_after_s + self.outage_s, "start")]
+            events += [(self.outage_after_s, "stop"), (posting_from, "start")]
         for at_s, fault in sorted(events):
             if stop.wait(max(at_s - (time.monotonic() - began), 0)):
                 return

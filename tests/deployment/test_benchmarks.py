@@ -13,6 +13,7 @@ import os
 
 import pytest
 
+from tests.conftest import free_port
 from tests.helpers import run_lakehouse
 from tests.topics import read_to_end
 
@@ -193,3 +194,28 @@ def test_bench_forget_erases_a_user_of_its_lake_beside_the_load_and_reports_the_
     assert all(span["windows_over_threshold"] > 0 and span["missed_windows"] == 0 for span in spans.values()), spans
     summary = report["summary"]
     assert summary["p99_ratio"] == round(summary["p99_ms_during"] / summary["p99_ms_before"], 3) and summary["p99_ratio"] > 0
+
+
+@long_bench
+def test_bench_notify_delivers_every_alerted_window_once_and_again_through_a_bridge_kill_and_an_alertmanager_outage(
+        config_overrides, alertmanager_tools):
+    """Its time: three measured runs of the micro-batch fast path, each a JVM's start and 10 s of warm-up: 10 s of
+    load alone, 10 s beside Alertmanager and the bridge, then the load that holds a 5-s outage and what follows it."""
+    report = bench(config_overrides, "notify", *LOAD, "--seconds", "10", "--configs", "tuned", "--bridge-kills", "1",
+                   "--outage", "5", f"--set=alertmanager.port={free_port()}",
+                   f"--set=alertmanager.webhook_port={free_port()}", timeout=LONG_BENCH_S)
+
+    for run in report["fast_path"].values():
+        assert run["valid"] is True and run["missed_windows"] == 0 and run["alerts"] >= 1, run
+    clean, faulted = report["notify"], report["under_faults"]
+    for figures in (clean, faulted):
+        # one hot page over the threshold in every window: each window it alerted reached people once
+        assert figures["windows_alerted"] >= 2 and figures["windows_at_alertmanager"] == figures["windows_alerted"]
+        assert figures["windows_notified_once"] == figures["windows_alerted"], figures
+        assert figures["windows_notified_more_than_once"] == 0 and figures["notifications_for_no_alerted_window"] == 0
+        assert figures["delivery"]["records"] > 0
+        assert 0 <= figures["delivery"]["p50_ms"] <= figures["delivery"]["p99_ms"] <= figures["delivery"]["max_ms"]
+    assert sorted(fault["fault"] for fault in faulted["faults"]) == ["kill", "start", "stop"], faulted["faults"]
+    assert faulted["alerts_missed_by_the_fast_path"] == 0
+    assert report["targets_met"]["every_window_notified_once"] is True
+    assert report["targets_met"]["under_faults_every_window_notified_once"] is True
