@@ -1,6 +1,6 @@
 """A `lakehouse forget` started in the middle of a measured run's load (lakehouse/bench/measured_run.py),
 as a data-protection officer would run it beside `lakehouse run`: in its own process and the medallion's
-runtime, under `nice`, on the lake the medallion beside the fast path writes. `lakehouse bench forget` compares the
+runtime, at its own priority (erasure.niceness), on the lake the medallion beside the fast path writes. `lakehouse bench forget` compares the
 fast path's time to alert before it and while it runs (lakehouse/bench/forget.py)."""
 
 from __future__ import annotations
@@ -42,11 +42,10 @@ class ForgetDuringLoad:
     def _forget(self, config: Config) -> None:
         say_progress(f"bench: lakehouse forget --user-id {self.user}, beside the load")
         self.started_at = datetime.now(timezone.utc)
-        # under `nice`, as CONTRACT.md says to run it beside `run`, and as `run` runs the medallion
+        # as a user types it: it lowers its own priority (erasure.niceness)
         try:
-            forget = subprocess.Popen(["nice", "-n", str(config.analytical.niceness),
-                                       *command_in(MEDALLION, "lakehouse.cli", "forget", "--user-id", self.user,
-                                                   "--format", "json", *child_options(config))],
+            forget = subprocess.Popen(command_in(MEDALLION, "lakehouse.cli", "forget", "--user-id", self.user,
+                                                 "--format", "json", *child_options(config)),
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
         except (OSError, LakehouseError) as error:  # in the timer's thread: said in the figures, not lost
             self.failed = f"could not start: {error}"

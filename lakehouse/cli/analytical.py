@@ -83,6 +83,7 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_forget(config: Config, args: argparse.Namespace) -> int:
+    import os
     from datetime import datetime, timezone
 
     from analytical.erasure import erase, requested_ids
@@ -100,6 +101,8 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
             raise ConfigError(f"--ids-file {args.ids_file}: {error.strerror}") from error
     ids = requested_ids(ids)  # refused before a JVM starts
     require_reachable(config.storage.root, config.storage.s3)
+    niceness = os.nice(max(config.erasure.niceness - os.nice(0), 0))  # its JVM inherits it
+    say(f"at nice {niceness} (erasure.niceness {config.erasure.niceness}): below the fast path, above the medallion")
     spark = spark_session(config, application="analytical")
     rows = erase(spark, config, ids, say)
     topic = config.kafka.topics.clicks
