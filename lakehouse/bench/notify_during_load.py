@@ -7,12 +7,15 @@ When Alertmanager took each post is read from Alertmanager itself: its API v2 gi
 the moment the latest post of it arrived, and the annotations that post carried. Polled every `POLL_S`, the
 first `updatedAt` seen for a window with a given click count is when the post of the first record that carried
 that count arrived; against that record's Kafka append (LogAppendTime: both clocks are this machine's), it is
-the delivery time. What reached people is what the webhook receiver kept.
+the delivery time. The reads run in a process of their own (`python -m lakehouse.bench.notify_during_load
+URL FILE`), not in the measured fast path's driver. What reached people is what the webhook receiver kept.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -31,6 +34,7 @@ from lakehouse.services.alertmanager import EmbeddedAlertmanager
 from operational.alertmanager_alerts import HOT_PAGE, instant
 from shared.config import Config
 from shared.config_loading import with_overrides
+from shared.processes import child_env, die_with_parent
 from shared.progress import echo as say_progress
 
 #: How often Alertmanager's alerts are read (each read is every active alert): a post is seen unless the next
@@ -54,10 +58,10 @@ class NotifyDuringLoad:
     bridge_kills: int = 0
     outage_s: float = 0.0
     outage_after_s: float = 0.0
-    received: dict[Posted, datetime] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
     manager: EmbeddedAlertmanager | None = None
     began: datetime | None = None
+    _seen_file: Path | None = None
 
     @contextmanager
     def beside(self, config: Config, folder: Path) -> Iterator[None]:
@@ -69,12 +73,13 @@ class NotifyDuringLoad:
         config = with_overrides(config, [f"alerting.alertmanager_url={url}",
                                          f"alerting.consumer_group=bench-notify-{uuid.uuid4().hex[:6]}"])
         bridge = [NotifyProcess(child_options(config), relay=say_progress)]  # its lines begin "notify:"
+        self._seen_file = folder / "received.jsonl"
+        watcher = subprocess.Popen([sys.executable, "-m", "lakehouse.bench.notify_during_load", url, str(self._seen_file)],
+                                   env=child_env())
         stop = threading.Event()
-        threads = [threading.Thread(target=self._watch, args=(url, stop), daemon=True),
-                   threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)]
+        faults = threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)
         self.began = datetime.now(timezone.utc)
-        for thread in threads:
-            thread.start()
+        faults.start()
         try:
             yield
         finally:
@@ -82,22 +87,19 @@ class NotifyDuringLoad:
             # (prctl PR_SET_PDEATHSIG), and a bridge or Alertmanager it restarted must stop cleanly instead
             bridge[0].stop()
             self.manager.stop(quiet=True)
+            watcher.terminate()
+            watcher.wait()
             stop.set()
-            for thread in threads:
-                thread.join(timeout=self.outage_s + 60)
+            faults.join(timeout=self.outage_s + 60)
 
-    def _watch(self, url: str, stop: threading.Event) -> None:
-        query = urllib.parse.urlencode({"filter": f'alertname="{HOT_PAGE}"'})
-        while not stop.wait(POLL_S):
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/alerts?{query}", timeout=2) as response:
-                    alerts = json.loads(response.read())
-            except (urllib.error.URLError, OSError, ValueError):
-                continue  # down (the outage): what it takes after is seen then
-            for alert in alerts:
-                labels, annotations = alert["labels"], alert["annotations"]
-                posted = (labels["pageId"], labels["windowStart"], int(annotations["clickCount"]))
-                self.received.setdefault(posted, instant(alert["updatedAt"]))
+    @property
+    def received(self) -> dict[Posted, datetime]:
+        """Per window and click count, the first `updatedAt` the reads saw (`watch`)."""
+        seen: dict[Posted, datetime] = {}
+        for line in self._seen_file.read_text().splitlines() if self._seen_file.exists() else []:
+            page, start, count, updated_at = json.loads(line)
+            seen.setdefault((page, start, count), instant(updated_at))
+        return seen
 
     def _faults(self, config: Config, bridge: list[NotifyProcess], stop: threading.Event) -> None:
         began = time.monotonic()
@@ -133,10 +135,11 @@ class NotifyDuringLoad:
         append), and what reached the receiver for every window alerted."""
         from lakehouse.bench.time_to_alert import percentiles
 
-        latencies = sorted(round((self.received[posted] - at).total_seconds() * 1000, 1)
-                           for posted, at in appended.items() if at >= measured_from and posted in self.received)
+        received = self.received
+        latencies = sorted(round((received[posted] - at).total_seconds() * 1000, 1)
+                           for posted, at in appended.items() if at >= measured_from and posted in received)
         alerted = {(page, start) for page, start, _ in appended}
-        at_alertmanager = {(page, start) for page, start, _ in self.received}
+        at_alertmanager = {(page, start) for page, start, _ in received}
         notified = self.manager.notified_windows(since=self.began)
         return {
             "delivery": {**percentiles(latencies), "records": len(latencies)},
@@ -148,3 +151,30 @@ class NotifyDuringLoad:
             "notifications_for_no_alerted_window": sum(n for window, n in notified.items() if window not in alerted),
             "faults": self.faults,
         }
+
+
+def watch(url: str, file: Path) -> None:
+    """Until killed: every POLL_S, Alertmanager's HotPage alerts; each (pageId, windowStart, clickCount) seen for
+    the first time appended to `file` with its `updatedAt`, as a JSON line."""
+    query = urllib.parse.urlencode({"filter": f'alertname="{HOT_PAGE}"'})
+    seen: set[Posted] = set()
+    with file.open("a", encoding="utf-8") as lines:
+        while True:
+            time.sleep(POLL_S)
+            try:
+                with urllib.request.urlopen(f"{url}/api/v2/alerts?{query}", timeout=2) as response:
+                    alerts = json.loads(response.read())
+            except (urllib.error.URLError, OSError, ValueError):
+                continue  # down (the outage): what it takes after is seen then
+            for alert in alerts:
+                labels, annotations = alert["labels"], alert["annotations"]
+                posted = (labels["pageId"], labels["windowStart"], int(annotations["clickCount"]))
+                if posted not in seen:
+                    seen.add(posted)
+                    lines.write(json.dumps([*posted, alert["updatedAt"]]) + "\n")
+                    lines.flush()
+
+
+if __name__ == "__main__":
+    die_with_parent()
+    watch(sys.argv[1], Path(sys.argv[2]))
