@@ -102,9 +102,9 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     ids = requested_ids(ids)  # refused before a JVM starts
     require_reachable(config.storage.root, config.storage.s3)
     niceness = os.nice(max(config.erasure.niceness - os.nice(0), 0))  # its JVM inherits it
-    say(f"at nice {niceness} (erasure.niceness {config.erasure.niceness}): below the fast path, above the medallion")
     spark = spark_session(config, application="analytical")
     rows = erase(spark, config, ids, say)
+    say(f"erased at nice {niceness} (erasure.niceness {config.erasure.niceness}): below the fast path, above the medallion")
     topic = config.kafka.topics.clicks
     kept = records_kept_for(config.kafka, topic)
     gone_by = None if kept is None else (datetime.now(timezone.utc) + kept).strftime("%Y-%m-%dT%H:%M:%SZ")
