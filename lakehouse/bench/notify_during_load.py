@@ -96,7 +96,8 @@ class NotifyDuringLoad:
     def received(self) -> dict[Posted, datetime]:
         """Per window and click count, the first `updatedAt` the reads saw (`watch`)."""
         seen: dict[Posted, datetime] = {}
-        for line in self._seen_file.read_text().splitlines() if self._seen_file.exists() else []:
+        written = self._seen_file.read_text() if self._seen_file.exists() else ""
+        for line in written.split("\n")[:-1]:  # whole lines: the reads go on meanwhile
             page, start, count, updated_at = json.loads(line)
             seen.setdefault((page, start, count), instant(updated_at))
         return seen
