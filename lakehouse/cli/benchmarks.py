@@ -53,14 +53,12 @@ def cmd_bench_freshness(config: Config, args: argparse.Namespace) -> int:
 
 def cmd_bench_notify(config: Config, args: argparse.Namespace) -> int:
     from lakehouse.bench.operational import notify
-    from lakehouse.services.alertmanager import ALERTMANAGER
-    from shared.errors import MissingDependencyError
+    from lakehouse.services.alertmanager import installed
     from shared.kafka import require_reachable
 
     profile = _one_profile(args.config_name)
     _load_is_possible(config, [args.rate], args.hot_pages)
-    if ALERTMANAGER.found() is None:
-        raise MissingDependencyError(ALERTMANAGER.why or "Alertmanager is not installed: run `make setup`")
+    installed()  # before any run starts its JVM
     require_reachable(config.kafka)
     print(json.dumps(notify(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile,
                             args.bridge_kills, args.outage), indent=2))

@@ -45,6 +45,14 @@ _LOOPBACK = ("127.0.0.1", "localhost")
 _HOST = "127.0.0.1"
 
 
+def installed() -> dict[str, Path]:
+    """Alertmanager's programs, or MissingDependencyError saying how to install them."""
+    programs = ALERTMANAGER.found()
+    if programs is None:
+        raise MissingDependencyError(ALERTMANAGER.why or "Alertmanager is not installed: run `make setup`")
+    return programs
+
+
 def with_receivers_at(routes: dict, port: int) -> dict:
     """Alertmanager's configuration `routes` with each webhook on loopback moved to `port`.
 
@@ -118,9 +126,7 @@ class EmbeddedAlertmanager:
 
         `die_with_caller`: the kernel kills them when this process dies (a test's); otherwise they run on
         until `stop` (`lakehouse alertmanager start`)."""
-        programs = ALERTMANAGER.found()
-        if programs is None:
-            raise MissingDependencyError(ALERTMANAGER.why or "Alertmanager is not installed: run `make setup`")
+        programs = installed()
         self.run_dir.mkdir(parents=True, exist_ok=True)
         try:
             if not self._receiver.running_pid():
