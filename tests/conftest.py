@@ -91,6 +91,15 @@ def make_config(*overrides: str) -> Config:
     return load_config(overrides=[*TEST_SETTINGS, "spark.log_level=ERROR", *overrides])
 
 
+@pytest.fixture(autouse=True)
+def _priority_kept():
+    """A test leaves the test run's priority as it found it: each process a later test starts inherits it
+    (a command called in this process, tests.helpers.lakehouse_here, could lower it for good)."""
+    before = os.nice(0)
+    yield
+    assert os.nice(0) == before, f"the test left the test run at nice {os.nice(0)}, not {before}"
+
+
 @pytest.fixture(scope="session")
 def spark():
     from operational.mode import fast_path_mode

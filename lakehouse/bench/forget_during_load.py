@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+from lakehouse.bench.linux_process import jvm_niceness
 from lakehouse.path_processes import child_options
 from shared.config import Config
 from shared.errors import LakehouseError
@@ -30,6 +31,7 @@ class ForgetDuringLoad:
     started_at: datetime | None = None
     ended_at: datetime | None = None
     tables: list[dict[str, Any]] = field(default_factory=list)
+    jvm_niceness: set[int] = field(default_factory=set)
     failed: str | None = None
     _thread: threading.Thread | None = None
 
@@ -53,6 +55,7 @@ class ForgetDuringLoad:
         said = []
         for line in forget.stderr:  # its steps, with the seconds since it began: where its time goes
             said.append(line.rstrip("\n"))
+            self.jvm_niceness |= jvm_niceness(forget.pid)  # as the kernel has it, not as forget says
             say_progress(f"forget +{(datetime.now(timezone.utc) - self.started_at).total_seconds():.0f} s: {said[-1]}")
         output = forget.stdout.read()
         forget.wait()
@@ -73,4 +76,4 @@ class ForgetDuringLoad:
         return {"user": self.user, "started_after_load_began_s": self.after_s,
                 "seconds": None if self.ended_at is None or self.started_at is None
                 else round((self.ended_at - self.started_at).total_seconds(), 1),
-                "tables": self.tables, "failed": self.failed}
+                "tables": self.tables, "jvm_niceness": sorted(self.jvm_niceness), "failed": self.failed}

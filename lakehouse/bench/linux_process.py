@@ -37,9 +37,8 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2:].split()
 
 
-def cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of `pid` and of every living descendant (a `lakehouse` child
-    runs its JVM as a child of its own); a process already gone counts 0."""
+def process_tree(pid: int) -> set[int]:
+    """`pid` and every living descendant (a `lakehouse` child runs its JVM as a child of its own)."""
     parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit() and (fields := _stat_fields(int(entry.name))) is not None:
@@ -50,11 +49,29 @@ def cpu_seconds(pid: int) -> float:
         children = [child for child, its_parent in parents.items() if its_parent == parent and child not in tree]
         tree.update(children)
         frontier.extend(children)
+    return tree
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of `pid` and of every living descendant; a process already gone counts 0."""
     total_ticks = 0
-    for member in tree:
+    for member in process_tree(pid):
         if (fields := _stat_fields(member)) is not None:
             total_ticks += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15 of stat)
     return total_ticks / _TICKS_PER_SECOND
+
+
+def jvm_niceness(pid: int) -> set[int]:
+    """The nice values the JVMs among `pid` and its descendants run at: the priority the work runs at."""
+    values = set()
+    for member in process_tree(pid):
+        try:
+            is_java = Path(f"/proc/{member}/comm").read_text().strip() == "java"
+        except OSError:
+            continue
+        if is_java and (fields := _stat_fields(member)) is not None:
+            values.add(int(fields[16]))  # nice (field 19 of stat)
+    return values
 
 
 def machine_busy_seconds() -> float:

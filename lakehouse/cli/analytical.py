@@ -82,8 +82,20 @@ def cmd_maintain(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_forget(config: Config, args: argparse.Namespace) -> int:
+def _lowered_for_its_jvm(niceness: int) -> int | None:
+    """Lower this process to `niceness` (never raising it) before it starts the JVM that inherits it;
+    the nice it then runs at. None when a JVM runs in this process already (forget called from Python on
+    a live session): that JVM keeps its priority, and the process that embeds it is left as it was."""
     import os
+
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:
+        return None
+    return os.nice(max(niceness - os.nice(0), 0))
+
+
+def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from analytical.erasure import erase, requested_ids
@@ -101,10 +113,12 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
             raise ConfigError(f"--ids-file {args.ids_file}: {error.strerror}") from error
     ids = requested_ids(ids)  # refused before a JVM starts
     require_reachable(config.storage.root, config.storage.s3)
-    niceness = os.nice(max(config.erasure.niceness - os.nice(0), 0))  # its JVM inherits it
+    niceness = _lowered_for_its_jvm(config.erasure.niceness)
     spark = spark_session(config, application="analytical")
     rows = erase(spark, config, ids, say)
-    say(f"erased at nice {niceness} (erasure.niceness {config.erasure.niceness}): below the fast path, above the medallion")
+    say(f"erased at nice {niceness} (erasure.niceness {config.erasure.niceness}): below the fast path, above the medallion"
+        if niceness is not None else
+        "erased on the JVM already running in this process, at its priority (erasure.niceness applies to a JVM forget starts)")
     topic = config.kafka.topics.clicks
     kept = records_kept_for(config.kafka, topic)
     gone_by = None if kept is None else (datetime.now(timezone.utc) + kept).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -189,6 +189,7 @@ def test_bench_forget_erases_a_user_of_its_lake_beside_the_load_and_reports_the_
     removed = {row["table"]: row["rowsRemoved"] for row in forget["tables"]}
     assert removed["bronze/clicks"] == len(mine), removed
     assert forget["failed"] is None and 0 < forget["seconds"]
+    assert forget["jvm_niceness"] == [10], forget  # erasure.niceness: below the fast path's 0
     spans = report["time_to_alert"]
     assert set(spans) == {"before_forget", "during_forget"}
     assert all(span["windows_over_threshold"] > 0 and span["missed_windows"] == 0 for span in spans.values()), spans

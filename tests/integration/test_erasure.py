@@ -81,7 +81,9 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     drops_by = datetime.fromisoformat(answer["topicDropsTheRecordsBy"].replace("Z", "+00:00"))
     assert abs(drops_by - (datetime.now(timezone.utc) + kept)) < timedelta(minutes=2), answer
     assert "drops the user's records by" in again.stderr
-    assert "erased at nice 10 (erasure.niceness 10)" in again.stderr, again.stderr  # below `run`'s fast path
+    # In this process, on its running session, it leaves the test run's priority as it is (tests/conftest.py checks);
+    # a forget that starts its JVM lowers itself (tests/deployment/test_benchmarks.py's bench forget).
+    assert "erased on the JVM already running in this process" in again.stderr, again.stderr
 
     for bad, says in ((["--user-id", ""], "user id 1 is empty"), (["--ids-file", f"{root}/none.txt"], "--ids-file"),
                       (["--user-id", "u1", f"--set=storage.root={root}/elsewhere"], "is not a lake")):
