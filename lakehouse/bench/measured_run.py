@@ -267,10 +267,12 @@ def profile_config(profile: str, settings: list[str]) -> Config:
 def measured_run(profile: str, settings: list[str], rate: float, seconds: float, hot_pages: int,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None, scrape_every_s: float = 0.0, lake: bool = False,
-           forget: tuple[str, float] | None = None, notify: tuple[int, float, float] | None = None) -> dict[str, Any]:
+           forget: tuple[str, float] | None = None, notify: tuple[int, float, float] | None = None,
+           keep_latencies: bool = False) -> dict[str, Any]:
     """One run of `run_once` in a process of its own, in the runtime of `profile`'s fast path; `forget`:
     (user, seconds after the load began); `notify`: Alertmanager and the bridge beside it, with (kills of the
-    bridge, seconds of Alertmanager outage, seconds into the load it begins)."""
+    bridge, seconds of Alertmanager outage, seconds into the load it begins). `keep_latencies`: each window's
+    time to alert (and each delivery's) stays in the result, as `latencies_ms`, for runs pooled later."""
     config = profile_config(profile, settings)
     runtime = fast_path_mode(config).runtime
     warmup = warmup_s(config) if latency else 0.0
@@ -300,7 +302,11 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, env=child_env())
     if done.returncode != 0:
         raise LakehouseError(f"the {profile} run failed (exit {done.returncode}); its stderr is above")
-    return json.loads(done.stdout)
+    result = json.loads(done.stdout)
+    if not keep_latencies:
+        for figures in (result, result.get("notify") or {}):
+            figures.pop("latencies_ms", None)
+    return result
 
 
 def _main() -> int:

@@ -144,8 +144,10 @@ class NotifyDuringLoad:
         notified = self.manager.notified_windows(since=self.began)
         return {
             "delivery": {**percentiles(latencies), "records": len(latencies)},
+            "latencies_ms": latencies,
             "windows_alerted": len(alerted),
             "windows_at_alertmanager": len(alerted & at_alertmanager),
+            "windows_not_read_at_alertmanager": sorted(f"{page} {start}" for page, start in alerted - at_alertmanager)[:10],
             "windows_notified_once": sum(1 for window in alerted if notified[window] == 1),
             "windows_notified_more_than_once": sum(1 for window in alerted if notified[window] > 1),
             "windows_not_notified": sorted(f"{page} {start}" for page, start in alerted - set(notified))[:10],

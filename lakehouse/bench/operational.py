@@ -15,6 +15,7 @@ from typing import Any
 
 from lakehouse.bench.freshness import FRESHNESS_P99_TARGET_S
 from lakehouse.bench.measured_run import measured_run, profile_config, warmup_s
+from lakehouse.bench.time_to_alert import percentiles
 from lakehouse.bench.under_load import DELIVERED_SHARE
 from shared.errors import LakehouseError
 from shared.progress import echo as say_progress
@@ -77,8 +78,7 @@ def freshness(settings: list[str], rate: float, seconds: float, hot_pages: int, 
     gold = beside.pop("gold_freshness", {})  # reported once, at the top
     cores = {"alone": alone.pop("cores_during_load"), "with_medallion": beside.pop("cores_during_load")}
     fast_alone, fast_beside = latency_figures(alone), latency_figures(beside)
-    ratio = (round(fast_beside["p99_ms"] / fast_alone["p99_ms"], 2)
-             if fast_alone.get("p99_ms") and fast_beside.get("p99_ms") is not None else None)
+    ratio = p99_ratio(fast_beside, fast_alone)
     return {
         "rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
         "gold_freshness": gold,
@@ -103,29 +103,36 @@ AFTER_OUTAGE_S = 30.0
 
 
 def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str, bridge_kills: int = 0,
-           outage_s: float = 0.0) -> dict[str, Any]:
+           outage_s: float = 0.0, pairs: int = 1) -> dict[str, Any]:
     """The fast path of `profile` alone, then with Alertmanager and the bridge beside it (as `lakehouse run`
-    starts them): delivery from an alert record's append to Alertmanager taking it, each window's
-    notifications, and the fast path's time-to-alert in both. With `bridge_kills` or `outage_s`, a third run
-    under those faults (its load long enough to hold the outage) says whether every window still reached the
-    receiver once."""
-    alone = measured_run(profile, settings, rate, seconds, hot_pages, latency=True)
-    say_progress(f"bench: {profile} alone: " + summary_line(alone))
-    beside = measured_run(profile, settings, rate, seconds, hot_pages, latency=True, notify=(0, 0.0, 0.0))
-    say_progress(f"bench: {profile} with the bridge: " + summary_line(beside) + "; " + delivery_line(beside["notify"]))
-    fast_alone, fast_beside = latency_figures(alone), latency_figures(beside)
-    fast_beside["details"].pop("notify", None)  # reported once, at the top
-    ratio = (round(fast_beside["p99_ms"] / fast_alone["p99_ms"], 2)
-             if fast_alone.get("p99_ms") and fast_beside.get("p99_ms") is not None else None)
-    report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
-              "notify": beside["notify"],
+    starts them), `pairs` times in turn: delivery from an alert record's append to Alertmanager taking it,
+    each window's notifications, and the fast path's time-to-alert in both, each configuration's runs pooled
+    (`pooled`). With `bridge_kills` or `outage_s`, one more run under those faults (its load long enough to
+    hold the outage) says whether every window still reached the receiver once."""
+    alone_runs, beside_runs = [], []
+    for pair in range(1, pairs + 1):
+        of = f" ({pair} of {pairs})" if pairs > 1 else ""
+        alone_runs.append(measured_run(profile, settings, rate, seconds, hot_pages, latency=True, keep_latencies=True))
+        say_progress(f"bench: {profile} alone{of}: " + summary_line(alone_runs[-1]))
+        beside_runs.append(measured_run(profile, settings, rate, seconds, hot_pages, latency=True,
+                                        notify=(0, 0, 0.0), keep_latencies=True))
+        say_progress(f"bench: {profile} with the bridge{of}: " + summary_line(beside_runs[-1]) + "; "
+                     + delivery_line(beside_runs[-1]["notify"]))
+    delivered = pooled_notify([run.pop("notify") for run in beside_runs])
+    fast_alone, fast_beside = latency_figures(pooled(alone_runs)), latency_figures(pooled(beside_runs))
+    ratio = p99_ratio(fast_beside, fast_alone)
+    report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile, "pairs": pairs,
+              "notify": delivered,
               "fast_path": {"alone": fast_alone, "with_bridge": fast_beside},
               "fast_path_p99_with_bridge_over_alone": ratio}
+    if pairs > 1:
+        report["fast_path_p99_with_bridge_over_alone_per_pair"] = [
+            p99_ratio(latency_figures(beside), latency_figures(alone)) for alone, beside in zip(alone_runs, beside_runs)]
     targets = {
-        "delivery_p99_under_100_ms": (beside["notify"]["delivery"]["p99_ms"] or float("inf")) < DELIVERY_P99_TARGET_MS,
+        "delivery_p99_under_100_ms": (delivered["delivery"]["p99_ms"] or float("inf")) < DELIVERY_P99_TARGET_MS,
         "fast_path_p99_kept": ratio is not None and ratio <= BRIDGE_ISOLATION_TARGET,
-        "every_window_notified_once": notified_once(beside["notify"]),
-        "both_runs_delivered_the_load": bool(alone["valid"] and beside["valid"]),
+        "every_window_notified_once": notified_once(delivered),
+        "both_runs_delivered_the_load": all(run["valid"] for run in (*alone_runs, *beside_runs)),
     }
     if bridge_kills or outage_s:
         outage_after_s = warmup_s(profile_config(profile, settings)) + 10.0 if outage_s else 0.0
@@ -138,6 +145,50 @@ def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
         targets["under_faults_every_window_notified_once"] = notified_once(faulted["notify"])
     report["targets_met"] = targets
     return report
+
+
+#: A latency run's figures that count windows: summed when runs are pooled.
+_COUNTS = ("alerts", "missed_windows", "warmup_windows", "windows_over_threshold", "alerts_without_crossing")
+#: The delivery figures that count windows, the same way.
+_DELIVERY_COUNTS = ("windows_alerted", "windows_at_alertmanager", "windows_notified_once",
+                    "windows_notified_more_than_once", "notifications_for_no_alerted_window")
+
+
+def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Latency runs of one configuration (kept with `latencies_ms`) as one run: percentiles over the windows
+    of them all, so that a stall weighs as the windows it delayed and not as one run's whole p99; counts
+    summed; valid when each run was, with the traffic of the run that delivered the least of its offer.
+    One run is itself.
+
+        pooled([first, second])["p99_ms"]  # the p99 of first's and second's windows together
+    """
+    if len(runs) == 1:
+        return runs[0]
+    latencies = sorted(value for run in runs for value in run["latencies_ms"])
+    least = min(runs, key=lambda run: run["delivered_rate"] / run["offered_rate"])
+    return {**{key: least[key] for key in _TRAFFIC}, "valid": all(run["valid"] for run in runs),
+            **percentiles(latencies), "latencies_ms": latencies,
+            **{key: sum(run.get(key) or 0 for run in runs) for key in _COUNTS}, "runs": len(runs)}
+
+
+def pooled_notify(figures: list[dict[str, Any]]) -> dict[str, Any]:
+    """The delivery figures of runs (`NotifyDuringLoad.figures`, kept with `latencies_ms`) as one: percentiles
+    over every delivery, window counts summed, the windows listed as missing from each."""
+    latencies = sorted(value for run in figures for value in run.pop("latencies_ms"))
+    if len(figures) == 1:
+        return figures[0]
+    return {"delivery": {**percentiles(latencies), "records": len(latencies)},
+            **{key: sum(run[key] for run in figures) for key in _DELIVERY_COUNTS},
+            **{key: [window for run in figures for window in run[key]][:10]
+               for key in ("windows_not_read_at_alertmanager", "windows_not_notified")},
+            "faults": []}
+
+
+def p99_ratio(beside: dict[str, Any], alone: dict[str, Any]) -> float | None:
+    """p99 with something beside the fast path over p99 alone (latency_figures of each); None when either
+    run has no figures."""
+    return (round(beside["p99_ms"] / alone["p99_ms"], 2)
+            if alone.get("p99_ms") and beside.get("p99_ms") is not None else None)
 
 
 def notified_once(figures: dict[str, Any]) -> bool:
@@ -162,7 +213,8 @@ def latency_figures(run: dict[str, Any]) -> dict[str, Any]:
     figures = {key: run[key] for key in _TRAFFIC} | ({key: run[key] for key in _FIGURES if key in run}
                                                       if run["valid"] else {})
     return figures | {"details": {key: value for key, value in run.items()
-                                  if key not in (*_FIGURES, *_TRAFFIC, "samples") or (key in _FIGURES and not run["valid"])}}
+                                  if key not in (*_FIGURES, *_TRAFFIC, "samples", "latencies_ms")
+                                  or (key in _FIGURES and not run["valid"])}}
 
 
 def summary_line(run: dict[str, Any]) -> str:

@@ -84,8 +84,10 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
         warm = [row for row in windows if row.crossedAt is not None and row.crossedAt < naive_local(measured_from)]
         left_out = {row.alertId for row in warm}
         windows = [row for row in windows if row.alertId not in left_out]
+    latencies = sorted(row.latencyMs for row in windows if row.latencyMs is not None)
     return {
-        **percentiles(sorted(row.latencyMs for row in windows if row.latencyMs is not None)),
+        **percentiles(latencies),
+        "latencies_ms": latencies,
         "alerts": sum(1 for row in windows if row.firstAlertAt is not None),
         "warmup_windows": len(warm),
         "warmup": percentiles(sorted(row.latencyMs for row in warm if row.latencyMs is not None)),

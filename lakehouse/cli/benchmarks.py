@@ -61,7 +61,7 @@ def cmd_bench_notify(config: Config, args: argparse.Namespace) -> int:
     installed()  # before any run starts its JVM
     require_reachable(config.kafka)
     print(json.dumps(notify(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile,
-                            args.bridge_kills, args.outage), indent=2))
+                            args.bridge_kills, args.outage, args.pairs), indent=2))
     return 0
 
 
@@ -234,9 +234,13 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "append -> Alertmanager taking its post, read from Alertmanager's own updatedAt), each alerted window's "
         "notifications at the webhook receiver, and the fast path's time-to-alert in both runs (targets: delivery p99 "
         "under 100 ms; the fast path's p99 with the bridge within 1.1x of alone; every window notified once). "
-        "With --bridge-kills or --outage, a third run under those faults.")
+        "With --pairs N, the two runs N times in turn, each configuration's windows pooled; with --bridge-kills or "
+        "--outage, one more run under those faults.")
     _load_arguments(bench_notify, seconds=60.0, hot_pages=8)
     _one_config_argument(bench_notify)
+    bench_notify.add_argument("--pairs", type=positive(int), default=1, metavar="N",
+                              help="run alone and with the bridge N times in turn, and pool each one's windows: a "
+                              "single stall of this shared machine then weighs as the windows it delayed (default 1)")
     bench_notify.add_argument("--bridge-kills", type=positive(int), default=0, metavar="N",
                               help="in a third run: kill -9 the bridge N times, spread over the load, each restarted at once")
     bench_notify.add_argument("--outage", type=positive(float), default=0.0, metavar="SECONDS",

@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
-from lakehouse.bench.operational import latency_figures, throughput
+from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, pooled_notify, throughput
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
 from lakehouse.bench.under_load import cores_used, delivery
 from lakehouse.bench.capacity import load_shape, search_rates
@@ -58,6 +58,49 @@ def test_a_run_that_did_not_deliver_the_offered_rate_is_invalid_and_has_no_figur
 
     assert short["valid"] is False and "p99_ms" not in short and short["delivered_rate"] == 18_999.0
     assert enough["valid"] is True and enough["p99_ms"] == 900 and enough["offered_rate"] == 20_000
+
+
+def a_latency_run(latencies_ms: list[float], delivered_rate: float = 19_900.0) -> dict:
+    """A latency run of 20,000 events/s offered, as measured_run keeps it for pooling: one window per latency."""
+    return {"valid": delivered_rate >= 19_000, "offered_rate": 20_000.0, "delivered_rate": delivered_rate,
+            "input_rate": delivered_rate, "latencies_ms": sorted(latencies_ms), "p99_ms": sorted(latencies_ms)[-1],
+            "alerts": len(latencies_ms), "missed_windows": 1, "warmup_windows": 3, "windows_over_threshold": 101,
+            "alerts_without_crossing": 0, "batch_boundaries": {"ends": 5}}
+
+
+def test_pooled_runs_weigh_a_stall_as_the_windows_it_delayed_and_sum_their_counts():
+    calm, stalled = a_latency_run([10.0] * 100), a_latency_run([10.0] * 98 + [5000.0, 5000.0], delivered_rate=19_500)
+
+    both = latency_figures(pooled([calm, stalled]))
+
+    # 200 windows, 2 of them stalled: the 198th by rank (p99) is a calm one; the stall stays in the max
+    assert (both["p50_ms"], both["p99_ms"], both["p999_ms"], both["max_ms"]) == (10.0, 10.0, 5000.0, 5000.0)
+    assert (both["alerts"], both["missed_windows"], both["details"]["warmup_windows"]) == (200, 2, 6)
+    assert both["valid"] is True and both["delivered_rate"] == 19_500 and "latencies_ms" not in both["details"]
+    assert pooled([calm]) is calm
+    assert pooled([calm, a_latency_run([10.0], delivered_rate=15_000)])["valid"] is False
+
+
+def test_pooled_deliveries_take_every_record_and_name_what_each_run_missed():
+    runs = [{"latencies_ms": [5.0, 7.0], "windows_alerted": 4, "windows_at_alertmanager": 4, "windows_notified_once": 4,
+             "windows_notified_more_than_once": 0, "notifications_for_no_alerted_window": 0,
+             "windows_not_read_at_alertmanager": [], "windows_not_notified": [], "faults": []},
+            {"latencies_ms": [9.0, 300.0], "windows_alerted": 3, "windows_at_alertmanager": 2, "windows_notified_once": 2,
+             "windows_notified_more_than_once": 1, "notifications_for_no_alerted_window": 0,
+             "windows_not_read_at_alertmanager": ["/p 10:00:05"], "windows_not_notified": [], "faults": []}]
+
+    both = pooled_notify(runs)
+
+    assert both["delivery"] == {"p50_ms": 7.0, "p95_ms": 300.0, "p99_ms": 300.0, "p999_ms": 300.0, "max_ms": 300.0,
+                                "records": 4}
+    assert (both["windows_alerted"], both["windows_at_alertmanager"], both["windows_notified_once"],
+            both["windows_notified_more_than_once"]) == (7, 6, 6, 1)
+    assert both["windows_not_read_at_alertmanager"] == ["/p 10:00:05"] and "latencies_ms" not in both
+
+
+def test_a_p99_ratio_needs_both_runs_figures():
+    assert p99_ratio({"p99_ms": 33.0}, {"p99_ms": 30.0}) == 1.1
+    assert p99_ratio({"p99_ms": 33.0}, {"valid": False}) is None and p99_ratio({}, {"p99_ms": 30.0}) is None
 
 
 def a_run_at(rate: float, lag_growth_per_s: float, valid: bool = True) -> dict:
