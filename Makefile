@@ -122,8 +122,10 @@ FAST_TESTS := $(filter integration faults deployment,$(TIERS))
 # integration tests: in-process streams and backfills keep about one core busy each (one Spark job at a
 # time), two keep both. The first's commands, crash and deployment tiers wait for both other pytests to end
 # (LAKEHOUSE_TESTS_AFTER_PIDS, tests/tiers.py), for the reason above.
+# Without the deployment tier, the benchmarks' tests (MOVED, below) leave it room for the sessions' too: the two end
+# together then.
 LANE := $(strip $(if $(filter integration,$(TIERS)),tests/integration/test_reconciliation.py tests/integration/test_analytical_cli.py \
-        tests/integration/test_quality.py) \
+        tests/integration/test_quality.py $(if $(filter deployment,$(TIERS)),,tests/integration/test_user_sessions.py)) \
         $(if $(filter commands,$(TIERS)),tests/commands/test_notebooks.py))
 # Three of the benchmarks' tests run in that second pytest instead of the fast path's, which otherwise ends
 # last before the barrier (their commands run in their own processes, from either runtime's pytest).
