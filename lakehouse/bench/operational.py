@@ -173,10 +173,10 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def pooled_notify(figures: list[dict[str, Any]]) -> dict[str, Any]:
     """The delivery figures of runs (`NotifyDuringLoad.figures`, kept with `latencies_ms`) as one: percentiles
-    over every delivery, window counts summed, the windows listed as missing from each."""
-    latencies = sorted(value for run in figures for value in run.pop("latencies_ms"))
+    over every delivery, window counts summed, the windows listed as missing from each; without the latencies."""
     if len(figures) == 1:
-        return figures[0]
+        return {key: value for key, value in figures[0].items() if key != "latencies_ms"}
+    latencies = sorted(value for run in figures for value in run["latencies_ms"])
     return {"delivery": {**percentiles(latencies), "records": len(latencies)},
             **{key: sum(run[key] for run in figures) for key in _DELIVERY_COUNTS},
             **{key: [window for run in figures for window in run[key]][:10]

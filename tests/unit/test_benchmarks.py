@@ -96,6 +96,7 @@ def test_pooled_deliveries_take_every_record_and_name_what_each_run_missed():
     assert (both["windows_alerted"], both["windows_at_alertmanager"], both["windows_notified_once"],
             both["windows_notified_more_than_once"]) == (7, 6, 6, 1)
     assert both["windows_not_read_at_alertmanager"] == ["/p 10:00:05"] and "latencies_ms" not in both
+    assert "latencies_ms" not in pooled_notify(runs[:1]) and runs[0]["latencies_ms"] == [5.0, 7.0], "its input as given"
 
 
 def test_a_p99_ratio_needs_both_runs_figures():
