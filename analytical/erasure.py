@@ -2,12 +2,16 @@
 
   user ids -> the SHA-256 of each: the only form of an id the lake keeps, here and in Delta's log
   -> ops/erasure_requests: one row per id, open (no completedAt) until its erasure is done
-  -> the medallion's batch running then, if any, committed: the batches after it land no record of the
-     users that the topic took before the erasure completes, however far behind the topic they read
+  -> a hold placed (analytical.erasure_hold): the medallion's next batch waits before it writes, so that
+     no append of its beats a delete
+  -> the medallion's batch running then, if any, committed (or holding): the batches after it land no
+     record of the users that the topic took before the erasure completes, however far behind the topic
+     they read
   -> each table whose rows name a user (`Table.user_of_row`: bronze and the quarantine from the raw
      bytes, silver/clicks and gold/user_sessions by userId), downstream first:
        the rows whose user hashes to a requested id, counted, then deleted in one commit whose
        predicate names hashes only (retried when a stream's write commits first)
+  -> the hold lifted
   -> each of them again, downstream first:
        once the table has an erasure's delete (this run's or an interrupted one's) and its streams
        have read past it, every file the log has removed, deleted now (VACUUM LITE without
@@ -37,6 +41,7 @@ from pyspark.sql.types import BinaryType, StringType
 
 from analytical import bronze_clicks, medallion
 from analytical.closed_windows import is_running, running
+from analytical.erasure_hold import ErasureHold
 from analytical.erasure_requests import TABLE as REQUESTS, user_hash
 from analytical.maintenance import vacuum_table
 from analytical.registry import TABLES
@@ -90,20 +95,29 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     requested_at = _open_requests(spark, root, hashes)
     report(f"[forget] {len(hashes)} user(s), requested {min(requested_at.values()):%Y-%m-%d %H:%M:%S} UTC")
     present = [table for table in tables if table.at(root).exists(spark)]
-    _wait_until_the_medallion_skips_them(spark, config, report)
-    for table in present:  # a stopped stream behind a table would read files the erasure deletes: refused first
-        _wait_until_read(spark, config, table, _last_append(spark, table.at(root).path) + 1, report, wait=False)
     # Downstream first: a stream that reads a table reads on past its delete while the tables it reads
     # from are erased, so that the files its delete removed can go without waiting for it.
     downstream_first = present[::-1]
     removed = {}
-    for table in downstream_first:
-        located = table.at(root)
-        found, where = _found(located.read(spark), table, chosen, hashes)
-        if found:  # counted before the delete: a run killed between the two finds and counts them again
-            _record_removed(spark, root, table, found)
-            _delete(spark, located.path, of_users(table, hashes) & where, report)
-        removed[table] = sum(found.values())
+    hold = ErasureHold.under(root, config.storage.s3)
+    placed = None if hold is None else hold.place(config.erasure.hold_timeout.total_seconds())
+    try:
+        _wait_until_the_medallion_skips_them(spark, config, report, lambda batch: placed is not None and (
+            hold.held_at(placed) or -1) >= batch)
+        if placed is not None and (held_at := hold.held_at(placed)) is not None:
+            report(f"[forget] the medallion holds its writes at its batch {held_at} while the rows are deleted")
+        for table in present:  # a stopped stream behind a table would read files the erasure deletes: refused first
+            _wait_until_read(spark, config, table, _last_append(spark, table.at(root).path) + 1, report, wait=False)
+        for table in downstream_first:
+            located = table.at(root)
+            found, where = _found(located.read(spark), table, chosen, hashes)
+            if found:  # counted before the delete: a run killed between the two finds and counts them again
+                _record_removed(spark, root, table, found)
+                _delete(spark, located.path, of_users(table, hashes) & where, report)
+            removed[table] = sum(found.values())
+    finally:
+        if hold is not None:
+            hold.lift()
     results = []
     for table in downstream_first:
         located, files = table.at(root), 0
@@ -187,11 +201,13 @@ def _last_append(spark: SparkSession, path: str, before: int | None = None) -> i
     return -1 if newest is None else int(newest)
 
 
-def _wait_until_the_medallion_skips_them(spark: SparkSession, config: Config, report: Callable[[str], None]) -> None:
-    """Wait until the medallion's batch running at the request, if any, has committed: each batch after
-    reads the request and lands none of the users' records (medallion.without_erased_records), whatever
-    the topic still holds of them. A query that is not running has no batch to wait for: the batch it
-    left unfinished runs again, under the request, when it starts."""
+def _wait_until_the_medallion_skips_them(spark: SparkSession, config: Config, report: Callable[[str], None],
+                                         holds_at: Callable[[int], bool]) -> None:
+    """Wait until the medallion's batch running at the request, if any, has committed or `holds_at` it
+    (analytical.erasure_hold): each batch after reads the request and lands none of the users' records
+    (medallion.without_erased_records), whatever the topic still holds of them; a batch that holds has
+    read nothing yet. A query that is not running has no batch to wait for: the batch it left
+    unfinished runs again, under the request, when it starts."""
     checkpoint = config.checkpoint(medallion.STREAM.name)
     log = read_checkpoint_log(spark, checkpoint)
     if log is None or log.batches[-1].committed:
@@ -200,7 +216,7 @@ def _wait_until_the_medallion_skips_them(spark: SparkSession, config: Config, re
 
     def done() -> bool:
         now = read_checkpoint_log(spark, checkpoint)
-        return any(held.batch_id >= batch and held.committed for held in now.batches) or not running(
+        return any(held.batch_id >= batch and held.committed for held in now.batches) or holds_at(batch) or not running(
             spark, config, medallion.STREAM.name)
 
     _wait(spark, config, medallion.STREAM, done, lambda: f"is running its batch {batch}, planned before the request",

@@ -6,7 +6,8 @@
                                          -> gold/page_clicks_5s (those events' counts added, once per batch)
 
 The records of a user being erased, or erased after the topic took them, land in no table; gold counts
-them, as it keeps the counts of rows an erasure deleted (analytical.erasure).
+them, as it keeps the counts of rows an erasure deleted (analytical.erasure). A batch waits before it
+writes while an erasure deletes (analytical.erasure_hold).
 
 One read and one checkpoint where three streams read each record three times (Kafka, bronze's Parquet,
 silver's) and kept three checkpoints. Every write is safe to replay: a batch that fails after bronze
@@ -27,12 +28,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import DataStreamWriter
 
 from analytical import bronze_clicks, gold_page_clicks_5s, silver_clicks
+from analytical.erasure_hold import ErasureHold
 from analytical.erasure_requests import requests_under, without_erased
 from analytical.tables import Table
 from analytical.writes import batch_txns, cached, refuse_writes_of_another
 from shared.checkpoints import batch_watermark_ms
 from shared.config import Config
 from shared.durations import spark_interval
+from shared.progress import echo
 from shared.query_progress import BATCH_OBSERVATIONS
 from shared.storage import checkpoint_location
 from shared.stream import Stream
@@ -82,8 +85,11 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
                                                                          config.hot_pages).schema)
         checkpoint = checkpoint_location(target_root, stream_name)
         txn_of = batch_txns(spark, checkpoint)
+        hold = ErasureHold.under(target_root, config.storage.s3) if land else None
 
         def write_batch(batch: DataFrame, batch_id: int) -> None:
+            if hold is not None:  # before the requests are read: those of the erasure that holds it are then read
+                hold.wait_while_placed(batch_id, echo)
             txn = txn_of(batch_id)
             if batch_id == 0:
                 if bronze is not None:

@@ -222,6 +222,8 @@ class ErasureConfig(Section):
 
     #: How long it waits for a running stream to read what the erasure rewrites before it gives up.
     catch_up_timeout: PositiveDuration
+    #: How long the live medallion holds its writes while it deletes, at most (analytical.erasure_hold).
+    hold_timeout: PositiveDuration
     #: The priority it lowers itself to (`nice`), between the fast path's and the medallion's.
     niceness: int = Field(ge=0, le=19)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -14,14 +15,16 @@ import pytest
 from delta.tables import DeltaTable
 
 from analytical import medallion, pipeline
+from analytical.bronze_clicks import TABLE as BRONZE
 from analytical.erasure import erase
+from analytical.erasure_hold import ErasureHold
 from analytical.erasure_requests import TABLE as REQUESTS
 from analytical.gold_page_clicks_5s import TABLE as GOLD_5S
 from analytical.gold_user_sessions import TABLE as USER_SESSIONS
 from analytical.silver_clicks import TABLE as SILVER
 from shared.errors import LakehouseError
 from tests.erasure_lake import FORGOTTEN, OTHERS, REMOVED, SETTINGS, THEIRS, every_row, without_the_user
-from tests.helpers import click, files_holding, lakehouse_here, send
+from tests.helpers import click, files_holding, lakehouse_here, send, wait_for
 
 UNREAD = click("f6", "/c", "10:06:10", userId=FORGOTTEN)
 
@@ -64,6 +67,7 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     assert [(r.userIdSha256, dict(r.rowsRemoved)) for r in request] == [
         (hashlib.sha256(FORGOTTEN.encode()).hexdigest(), rows)]
     assert request[0].completedAt >= request[0].requestedAt
+    assert not list(Path(root, "ops").glob("erasure_hold*")), "the erasure lifted its hold on the medallion"
 
     old = lakehouse_here("sql", "SELECT count(*) AS n FROM silver.clicks", f"--version=silver.clicks={silver_version}",
                          *(f"--set={item}" for item in (*config_overrides, *SETTINGS)))
@@ -103,3 +107,28 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     assert all(path.startswith("_checkpoints/gold_user_sessions/state/") for path in left), left
     sessions = {(row.userId, row.sessionStart.strftime("%H:%M:%S")) for row in USER_SESSIONS.at(root).read(spark).collect()}
     assert ("u9", "10:05:00") in sessions and FORGOTTEN not in {user for user, _ in sessions}, sessions
+
+
+def test_the_medallion_writes_nothing_while_an_erasure_holds_it_and_everything_once_lifted(spark, configured):
+    lake = configured(topics=("clicks",))
+    root = lake.storage.root
+    send(lake, *OTHERS)
+    hold = ErasureHold.under(root, None)
+    placed = hold.place(120.0)
+    seen: dict[str, object] = {}
+
+    def while_it_holds() -> None:  # beside the backfill, which runs in the main thread (it handles signals)
+        try:
+            wait_for(lambda: hold.held_at(placed) is not None, 120, "the medallion's first batch holds")
+            seen["batch"] = hold.held_at(placed)
+            seen["landed"] = (BRONZE.at(root).read(spark).count(), SILVER.at(root).read(spark).count())
+        finally:
+            hold.lift()
+
+    watcher = threading.Thread(target=while_it_holds)
+    watcher.start()
+    pipeline.backfill(spark, lake, report=lambda line: None, streams=[medallion.STREAM])
+    watcher.join(10)
+
+    assert seen == {"batch": 0, "landed": (0, 0)}, "held before it wrote anything"
+    assert BRONZE.at(root).read(spark).count() == len(OTHERS), "lifted: every record landed"
