@@ -50,6 +50,10 @@ THREAD_STACK = "64m"
 #: such method per stage, which without this option runs interpreted (analytical/README.md, "Huge
 #: generated methods").
 JIT_OPTIONS = ("-XX:-DontCompileHugeMethods",)
+#: HotSpot options for a JVM that lives a minute or two (`lakehouse forget`): its first compiler only.
+#: The second, C2, spends cores on code that pays back over minutes of running it; a brief command's JVM
+#: ends first, and beside `run` those cores are the fast path's (analytical/README.md, "A brief JVM").
+BRIEF_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 #: The Spark settings that hold JVM options: the project's come first, then the configuration's own.
 JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 #: HotSpot's garbage collector per application, where it is not the JVM's default (G1, whose short
@@ -71,9 +75,11 @@ Application = str
 
 
 def spark_conf(config: Config, class_archive: bool = True, application: Application | None = None,
-               in_driver: bool = False, application_settings: Mapping[str, str] = MappingProxyType({})) -> dict[str, str]:
+               in_driver: bool = False, application_settings: Mapping[str, str] = MappingProxyType({}),
+               brief: bool = False) -> dict[str, str]:
     """The Spark settings for `config`, as data (what `spark_session` applies, in order); the
-    driver maps this install's class-data archive when `class_archive` and it exists. A path's
+    driver maps this install's class-data archive when `class_archive` and it exists, and a `brief`
+    command's JVMs compile with C1 only (BRIEF_JIT_OPTIONS). A path's
     `application` is named after it and gets `application_settings` (what its mode needs), then its
     `spark_conf` (on a cluster, the cores it takes), over spark.conf.
     `in_driver` runs the tasks in the driver's JVM (`local[1]`) whatever spark.master says: for a
@@ -81,6 +87,7 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
     spark = config.spark
     runtime = current_runtime()
     archive = class_archive_option() if class_archive else None
+    jit = (*JIT_OPTIONS, *(BRIEF_JIT_OPTIONS if brief else ()))
     settings: dict[str, str] = {
         "spark.master": spark.master,
         "spark.app.name": f"{spark.app_name}-{application}" if application else spark.app_name,
@@ -96,10 +103,10 @@ def spark_conf(config: Config, class_archive: bool = True, application: Applicat
             # (reproduced: a MERGE in foreachBatch stopped mid-batch, 4 stops of 4).
             f"-Xss{THREAD_STACK}",
             f"-Dlakehouse.knownWarnings={'NEUTRAL' if spark.known_warnings == 'show' else 'DENY'}",
-            *JIT_OPTIONS,
+            *jit,
             *([archive] if archive else []),
         ]),
-        "spark.executor.extraJavaOptions": " ".join(JIT_OPTIONS),
+        "spark.executor.extraJavaOptions": " ".join(jit),
         "spark.sql.session.timeZone": "UTC",
         # A stateful query killed while it plans its first batch can leave state/ (the operator's
         # schema and metadata folders) written and offsets/ still empty. Spark 4.1 then refuses every
@@ -185,16 +192,17 @@ def _storage_settings(storage: StorageConfig) -> dict[str, str]:
 
 
 def spark_session(config: Config, class_archive: bool = True, application: Application | None = None,
-                  in_driver: bool = False, application_settings: Mapping[str, str] = MappingProxyType({})):
+                  in_driver: bool = False, application_settings: Mapping[str, str] = MappingProxyType({}),
+                  brief: bool = False):
     """Build (or return this process's) SparkSession for `config` (`class_archive`, `application`,
-    `in_driver`, `application_settings`: see spark_conf)."""
+    `in_driver`, `application_settings`, `brief`: see spark_conf)."""
     require_reachable(config.storage.root, config.storage.s3)  # one line now, not a stack trace from a query
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # This runtime's own Spark, whatever the environment says: PySpark launches `$SPARK_HOME/bin/spark-submit`
     # when SPARK_HOME is set, and this Python against another Spark's JVM fails every query start.
     # Spark settings belong in the config (spark.conf); a spark-defaults.conf is still read from SPARK_CONF_DIR.
     os.environ["SPARK_HOME"] = str(current_runtime().spark_home())
-    settings = spark_conf(config, class_archive, application, in_driver, application_settings)
+    settings = spark_conf(config, class_archive, application, in_driver, application_settings, brief)
     if settings["spark.master"].startswith("local") or _on_loopback(settings["spark.master"]):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # one machine: no network interface guessing
     java = java_executable()

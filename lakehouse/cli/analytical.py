@@ -114,7 +114,7 @@ def cmd_forget(config: Config, args: argparse.Namespace) -> int:
     ids = requested_ids(ids)  # refused before a JVM starts
     require_reachable(config.storage.root, config.storage.s3)
     niceness = _lowered_for_its_jvm(config.erasure.niceness)
-    spark = spark_session(config, application="analytical")
+    spark = spark_session(config, application="analytical", brief=True)
     rows = erase(spark, config, ids, say)
     say(f"erased at nice {niceness} (erasure.niceness {config.erasure.niceness}): below the fast path, above the medallion"
         if niceness is not None else

@@ -323,3 +323,14 @@ def test_every_constrained_key_refuses_a_value_outside_its_constraint_naming_the
     with pytest.raises(ConfigError) as error:
         load_config(overrides=[f"{key}={value}"])
     assert key in str(error.value)
+
+
+@pytest.mark.parametrize("key", ["spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"])
+def test_a_brief_commands_jvms_compile_with_c1_only_and_the_streams_with_both(key):
+    from shared.spark import spark_conf
+
+    def options(brief: bool) -> list[str]:
+        return spark_conf(load_config(), class_archive=False, application="analytical", brief=brief)[key].split()
+
+    assert "-XX:TieredStopAtLevel=1" in options(brief=True) and "-XX:-DontCompileHugeMethods" in options(brief=True)
+    assert not [option for option in options(brief=False) if option.startswith("-XX:TieredStopAtLevel")]
