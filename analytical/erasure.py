@@ -10,14 +10,16 @@
   -> each table whose rows name a user (`Table.user_of_row`: bronze and the quarantine from the raw
      bytes, silver/clicks and gold/user_sessions by userId), downstream first:
        the rows whose user hashes to a requested id, counted, then deleted in one commit whose
-       predicate names hashes only (retried when a stream's write commits first)
+       predicate names hashes only and whose userMetadata keeps the counts per user and request
+       (retried when a stream's write commits first)
   -> the hold lifted
   -> each of them again, downstream first:
        once the table has an erasure's delete (this run's or an interrupted one's) and its streams
        have read past it, every file the log has removed, deleted now (VACUUM LITE without
        retention): the files that held the rows, and older rewrites' that may have; a file a running
        write has not committed yet is not in the log, so it is never touched
-  -> the requests closed: completedAt, and the rows each table lost
+  -> the requests closed: completedAt, and the rows each table lost, from its deletes' commits (those of
+     an interrupted run included)
 
 Old versions of an erased table name files that are gone: reading one fails, which is the point. Gold's
 page counts and conversion cells name no user and keep their counts (CONTRACT.md). The streams that read
@@ -30,8 +32,10 @@ an interrupted one left: the deletes find nothing the second time, and the open 
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any
 
@@ -111,9 +115,10 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
         for table in downstream_first:
             located = table.at(root)
             found, where = _found(located.read(spark), table, chosen, hashes)
-            if found:  # counted before the delete: a run killed between the two finds and counts them again
-                _record_removed(spark, root, table, found)
-                _delete(spark, located.path, of_users(table, hashes) & where, report)
+            if found:  # the counts go in the delete's own commit: a run killed before it finds and counts them again
+                _delete(spark, located.path, of_users(table, hashes) & where,
+                        [{"user": user, "requestedAt": requested_at[user].isoformat(), "rows": rows}
+                         for user, rows in sorted(found.items())], report)
             removed[table] = sum(found.values())
     finally:
         if hold is not None:
@@ -128,7 +133,7 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
         results.append({"table": table.name, "rowsRemoved": removed[table], "filesDeleted": files})
         report(f"[forget] {table}: {removed[table]} row(s) removed, {files} file(s) deleted")
     results.sort(key=lambda row: [table.name for table in present].index(row["table"]))  # in the streams' order
-    _close_requests(spark, root, hashes)
+    _close_requests(spark, root, requested_at, {table: _erased_rows(spark, table.at(root).path) for table in present})
     return results
 
 
@@ -156,28 +161,67 @@ def _found(rows: DataFrame, table: Table, user_ids: Sequence[str], hashes: Seque
     return {row["user"]: row["rows"] for row in per_user}, where
 
 
-def _delete(spark: SparkSession, path: str, condition: Column, report: Callable[[str], None]) -> None:
-    """DELETE the rows `condition` selects, again while a concurrent write to the table commits first."""
+def _delete(spark: SparkSession, path: str, condition: Column, erased: list[dict[str, Any]],
+            report: Callable[[str], None]) -> None:
+    """DELETE the rows `condition` selects, again while a concurrent write to the table commits first. The
+    commit keeps `erased` (per user: the request, the rows counted) as its userMetadata (`_erased_rows`)."""
     from delta import exceptions
     from delta.tables import DeltaTable
 
     conflicts = tuple(getattr(exceptions, name) for name in exceptions.__all__)  # Delta's commit conflicts: no common base
 
-    for attempt in range(1, DELETE_ATTEMPTS + 1):
-        try:
-            DeltaTable.forPath(spark, path).delete(condition)
-            return
-        except conflicts as conflict:
-            if attempt == DELETE_ATTEMPTS:
-                raise LakehouseError(f"{path}: the erasure's delete conflicted with {DELETE_ATTEMPTS} concurrent "
-                                     f"writes in a row ({type(conflict).__name__}); run `lakehouse forget` again") from conflict
-            report(f"[forget] {path}: a concurrent write committed first ({type(conflict).__name__}); trying again")
-            time.sleep(min(0.2 * attempt, 2.0))
+    with _commit_metadata(spark, json.dumps({"erasure": erased})):
+        for attempt in range(1, DELETE_ATTEMPTS + 1):
+            try:
+                DeltaTable.forPath(spark, path).delete(condition)
+                return
+            except conflicts as conflict:
+                if attempt == DELETE_ATTEMPTS:
+                    raise LakehouseError(f"{path}: the erasure's delete conflicted with {DELETE_ATTEMPTS} concurrent "
+                                         f"writes in a row ({type(conflict).__name__}); run `lakehouse forget` again") from conflict
+                report(f"[forget] {path}: a concurrent write committed first ({type(conflict).__name__}); trying again")
+                time.sleep(min(0.2 * attempt, 2.0))
+
+
+#: The session setting whose value Delta keeps in a commit's commitInfo, as its userMetadata.
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+
+
+@contextmanager
+def _commit_metadata(spark: SparkSession, metadata: str) -> Iterator[None]:
+    """The session's commits in the block keep `metadata`; a value the session had before comes back after."""
+    theirs = spark.conf.get(USER_METADATA, None)
+    spark.conf.set(USER_METADATA, metadata)
+    try:
+        yield
+    finally:
+        if theirs is None:
+            spark.conf.unset(USER_METADATA)
+        else:
+            spark.conf.set(USER_METADATA, theirs)
 
 
 #: Commits a stream that reads the table with skipChangeCommits has nothing to read in: no appended rows.
 _NOT_APPENDS = frozenset({"CREATE TABLE", "DELETE", "OPTIMIZE", "VACUUM START", "VACUUM END", "SET TBLPROPERTIES",
                           "UNSET TBLPROPERTIES", "REORG", "ADD COLUMNS", "CHANGE COLUMN", "DROP FEATURE"})
+
+
+def _erased_rows(spark: SparkSession, path: str) -> dict[tuple[str, str], int]:
+    """Per (user hash, request time) the rows the recent erasures' deletes of the table removed, from
+    their commits' userMetadata (`_delete`): a delete a killed run committed is counted by the run after."""
+    from delta.tables import DeltaTable
+
+    counts: dict[tuple[str, str], int] = {}
+    for row in (DeltaTable.forPath(spark, path).history(RECENT_COMMITS)
+                .where("operation = 'DELETE' AND userMetadata IS NOT NULL").select("userMetadata").collect()):
+        try:
+            erased = json.loads(row.userMetadata).get("erasure", [])
+        except (ValueError, AttributeError):
+            continue  # a delete of someone else's, with metadata of its own
+        for user in erased if isinstance(erased, list) else []:
+            key = (user.get("user"), user.get("requestedAt"))
+            counts[key] = counts.get(key, 0) + int(user.get("rows", 0))
+    return counts
 
 
 def _last_delete(spark: SparkSession, path: str) -> int | None:
@@ -301,20 +345,13 @@ def _open_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> dic
     return {**held, **{user: now for user, *_ in new}}
 
 
-def _record_removed(spark: SparkSession, root: str, table: Table, found: dict[str, int]) -> None:
-    """Set the rows `table` holds of each user on their open request, before they are deleted. A run killed
-    after its delete committed leaves the count; the run that finishes the request finds none and keeps it."""
-    removed = spark.createDataFrame(list(found.items()), "userIdSha256 string, rows bigint")
-    held = F.coalesce(F.col("request.rowsRemoved"), F.create_map().cast("map<string, bigint>"))
-    others = F.map_filter(held, lambda name, rows: name != F.lit(table.name))
-    _update_open(spark, root, removed, {"rowsRemoved": F.map_concat(
-        others, F.create_map(F.lit(table.name), F.col("done.rows")))})
-
-
-def _close_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> None:
-    """Mark the users' open requests done, now."""
-    users = spark.createDataFrame([(user,) for user in hashes], "userIdSha256 string")
-    _update_open(spark, root, users, {"completedAt": F.current_timestamp()})
+def _close_requests(spark: SparkSession, root: str, requested_at: dict[str, datetime],
+                    erased: dict[Table, dict[tuple[str, str], int]]) -> None:
+    """Mark the users' open requests done, now, with the rows each table's erasure deletes removed of them."""
+    users = spark.createDataFrame(
+        [(user, {table.name: rows.get((user, at.isoformat()), 0) for table, rows in erased.items()})
+         for user, at in sorted(requested_at.items())], "userIdSha256 string, rowsRemoved map<string, bigint>")
+    _update_open(spark, root, users, {"completedAt": F.current_timestamp(), "rowsRemoved": F.col("done.rowsRemoved")})
 
 
 def _update_open(spark: SparkSession, root: str, users: DataFrame, values: dict[str, Column]) -> None:

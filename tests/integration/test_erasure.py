@@ -81,6 +81,8 @@ def test_forget_erases_every_row_and_byte_of_the_user_and_nothing_else(spark, co
     answer = json.loads(again.stdout)
     assert {row["table"]: row["rowsRemoved"] for row in answer["tables"]} == dict.fromkeys(rows, 0)
     assert every_row(spark, root) == after
+    requests = sorted((r.requestedAt, dict(r.rowsRemoved)) for r in REQUESTS.at(root).read(spark).collect())
+    assert [removed for _, removed in requests] == [rows, dict.fromkeys(rows, 0)], "the second request: 0 rows each"
     kept = lake.broker.retention + lake.broker.segment_roll  # the topic's retention.ms and segment.ms, as the broker has them
     drops_by = datetime.fromisoformat(answer["topicDropsTheRecordsBy"].replace("Z", "+00:00"))
     assert abs(drops_by - (datetime.now(timezone.utc) + kept)) < timedelta(minutes=2), answer
