@@ -3,12 +3,15 @@
 Delta lets no delete commit over an append to a partition the delete read (Serializable, OSS Delta's only
 isolation level), and each of the medallion's batches appends to the day's partitions of bronze, silver and
 the quarantine. Beside a running medallion an erasure's delete lost that race and was done again, tens of
-seconds each time. So `forget` places a hold; the medallion's next batch finds it before it reads the
-requests or writes anything, says at which batch it holds (`ops/erasure_hold.held.json`), and waits until
-the hold is lifted or its time is up; `forget` deletes, then lifts it.
+seconds each time. So `forget` places a hold, and the medallion answers it at its next step that writes
+to those tables (`ops/erasure_hold.held.json`: from which batch on none of its writes beats a delete) and
+waits until the hold is lifted or its time is up; `forget` deletes, then lifts it. A batch between its
+bronze and silver writes holds there, so that `forget` waits for the write running at its request and not
+for the whole batch; one that has written silver answers at once and writes gold, which is not erased.
 
-  forget:    request recorded -> hold placed -> the batch running then committed, or holding -> deletes -> lifted
-  medallion: batch N starts -> a live hold? -> held at N -> ... lifted or expired -> reads the requests, writes
+  forget:    request recorded -> hold placed -> the batch running then committed, or an answer -> deletes -> lifted
+  medallion: batch N: hold? -> requests read -> bronze -> hold? -> requests read again if it held -> silver
+             -> answered, if a hold is in place -> gold
 
 The hold only spares retries: a delete is retried whatever happens, and a hold a killed `forget` left ends
 by itself (`erasure.hold_timeout`). A root pyarrow cannot open (hdfs://) has no hold.
@@ -70,17 +73,27 @@ class ErasureHold:
                 pass
 
     def wait_while_placed(self, batch_id: int, report: Callable[[str], None]) -> float:
-        """The medallion's side, before its batch `batch_id` reads or writes anything: while a hold is in
-        place and its time not up, say so once and wait. The seconds held."""
+        """The medallion's side, before its batch `batch_id` writes a table an erasure deletes from: while a
+        hold is in place and its time not up, answer it, say so once and wait. The seconds held."""
         started, answered = time.monotonic(), None
         while (placed := self._live()) is not None:
             if placed["id"] != answered:
-                self._write(HELD, {"hold": placed["id"], "batch": batch_id})
-                answered = placed["id"]
+                answered = self._answer(placed, batch_id)
                 report(f"[medallion] batch {batch_id} holds its writes while an erasure deletes "
                        f"(at most {max(0.0, placed['until'] - time.time()):.0f} s)")
             time.sleep(POLL_S)
         return time.monotonic() - started
+
+    def answer_if_placed(self, batch_id: int) -> None:
+        """The medallion's side, once its batch `batch_id` has written every table an erasure deletes from:
+        a hold in place is answered at once (the batch writes on, to gold only)."""
+        if (placed := self._live()) is not None:
+            self._answer(placed, batch_id)
+
+    def _answer(self, placed: dict[str, Any], batch_id: int) -> str:
+        """Tell the hold's erasure that no write of batch `batch_id` or after beats its deletes."""
+        self._write(HELD, {"hold": placed["id"], "batch": batch_id})
+        return placed["id"]
 
     def _live(self) -> dict[str, Any] | None:
         placed = self._read(HOLD)

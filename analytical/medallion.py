@@ -6,8 +6,8 @@
                                          -> gold/page_clicks_5s (those events' counts added, once per batch)
 
 The records of a user being erased, or erased after the topic took them, land in no table; gold counts
-them, as it keeps the counts of rows an erasure deleted (analytical.erasure). A batch waits before it
-writes while an erasure deletes (analytical.erasure_hold).
+them, as it keeps the counts of rows an erasure deleted (analytical.erasure). A batch waits before bronze
+and before silver while an erasure deletes (analytical.erasure_hold).
 
 One read and one checkpoint where three streams read each record three times (Kafka, bronze's Parquet,
 silver's) and kept three checkpoints. Every write is safe to replay: a batch that fails after bronze
@@ -87,24 +87,33 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
         txn_of = batch_txns(spark, checkpoint)
         hold = ErasureHold.under(target_root, config.storage.s3) if land else None
 
+        def erasure_requests(batch_id: int, read: DataFrame | None = None) -> DataFrame | None:
+            """The requests once no erasure holds the batch (analytical.erasure_hold): those of the erasure
+            that held it are then read. `read`, when given, stands unless the batch held."""
+            held = hold.wait_while_placed(batch_id, echo) if hold is not None else 0.0
+            return requests_under(spark, target_root) if land and (read is None or held) else read
+
         def write_batch(batch: DataFrame, batch_id: int) -> None:
-            if hold is not None:  # before the requests are read: those of the erasure that holds it are then read
-                hold.wait_while_placed(batch_id, echo)
             txn = txn_of(batch_id)
             if batch_id == 0:
                 if bronze is not None:
                     refuse_records_of_another_query(spark, bronze, txn.app_id, checkpoint)
                 gold_page_clicks_5s.refuse_counts_of_another_query(spark, gold, txn.app_id, checkpoint)
             watermark = config.analytical.watermark
-            erased = requests_under(spark, target_root) if land else None  # read again each batch: a new request
+            erased = erasure_requests(batch_id)  # read again each batch: a new request
+
+            def without_erased(rows: DataFrame, table: Table) -> DataFrame:
+                return rows if erased is None else rows.transform(without_erased_records, erased, table)
+
             with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
-                kept = rows if erased is None else rows.transform(without_erased_records, erased, bronze_clicks.TABLE)
                 if bronze is not None:
-                    bronze_clicks.land(kept, bronze, txn)
+                    bronze_clicks.land(without_erased(rows, bronze_clicks.TABLE), bronze, txn)
+                    erased = erasure_requests(batch_id, erased)
                 with cached(silver_clicks.new_events(rows, clicks, watermark, txn)) as new:
-                    silver_clicks.write_batch(
-                        kept, new if erased is None else new.transform(without_erased_records, erased, silver_clicks.TABLE),
-                        clicks, quarantine, watermark, txn)
+                    silver_clicks.write_batch(without_erased(rows, bronze_clicks.TABLE),
+                                              without_erased(new, silver_clicks.TABLE), clicks, quarantine, watermark, txn)
+                    if hold is not None:
+                        hold.answer_if_placed(batch_id)
                     observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,  # counted, as erased rows are
                                                               batch_watermark_ms(spark, checkpoint, batch_id))
             BATCH_OBSERVATIONS.record(txn.app_id, batch_id, observed)

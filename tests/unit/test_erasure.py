@@ -63,3 +63,13 @@ def test_a_hold_whose_time_is_up_or_that_is_not_one_holds_nothing(tmp_path):
     assert hold.wait_while_placed(3, lambda line: None) == pytest.approx(0, abs=0.1)
     hold.lift()
     hold.lift()  # nothing left to lift: no error
+
+
+def test_a_batch_past_the_erased_tables_answers_a_hold_at_once_and_none_is_answered_when_none_is_placed(tmp_path):
+    hold = ErasureHold.under(str(tmp_path), None)
+    hold.answer_if_placed(4)
+    assert not (tmp_path / "ops").exists(), "no hold: nothing answered"
+    placed = hold.place(60.0)
+    started = time.monotonic()
+    hold.answer_if_placed(5)
+    assert hold.held_at(placed) == 5 and time.monotonic() - started < 1, "answered without waiting"
