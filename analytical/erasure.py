@@ -36,7 +36,6 @@ import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
 from typing import Any
 
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -46,7 +45,7 @@ from pyspark.sql.types import BinaryType, StringType
 from analytical import bronze_clicks, medallion
 from analytical.closed_windows import is_running, running
 from analytical.erasure_hold import ErasureHold
-from analytical.erasure_requests import TABLE as REQUESTS, user_hash
+from analytical.erasure_requests import close_requests, open_requests, user_hash
 from analytical.maintenance import vacuum_table
 from analytical.registry import TABLES
 from analytical.registry import running as running_streams
@@ -96,7 +95,7 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
                              "(storage.root names the lake to erase from)")
     chosen = requested_ids(user_ids)
     hashes = sorted({user_hash(user_id) for user_id in chosen})
-    requested_at = _open_requests(spark, root, hashes)
+    requested_at = open_requests(spark, root, hashes)
     report(f"[forget] {len(hashes)} user(s), requested {min(requested_at.values()):%Y-%m-%d %H:%M:%S} UTC")
     present = [table for table in tables if table.at(root).exists(spark)]
     # Downstream first: a stream that reads a table reads on past its delete while the tables it reads
@@ -106,10 +105,13 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
     hold = ErasureHold.under(root, config.storage.s3)
     placed = None if hold is None else hold.place(config.erasure.hold_timeout.total_seconds())
     try:
-        _wait_until_the_medallion_skips_them(spark, config, report, lambda batch: placed is not None and (
-            hold.held_at(placed) or -1) >= batch)
-        if placed is not None and (held_at := hold.held_at(placed)) is not None:
-            report(f"[forget] the medallion holds its writes at its batch {held_at} while the rows are deleted")
+        def held_at() -> int | None:
+            return None if placed is None else hold.held_at(placed)
+
+        _wait_until_the_medallion_skips_them(spark, config, report, lambda batch: (held_at() if held_at() is not None
+                                                                                   else -1) >= batch)
+        if (held := held_at()) is not None:
+            report(f"[forget] the medallion holds its writes at its batch {held} while the rows are deleted")
         for table in present:  # a stopped stream behind a table would read files the erasure deletes: refused first
             _wait_until_read(spark, config, table, _last_append(spark, table.at(root).path) + 1, report, wait=False)
         for table in downstream_first:
@@ -133,7 +135,7 @@ def erase(spark: SparkSession, config: Config, user_ids: Sequence[str],
         results.append({"table": table.name, "rowsRemoved": removed[table], "filesDeleted": files})
         report(f"[forget] {table}: {removed[table]} row(s) removed, {files} file(s) deleted")
     results.sort(key=lambda row: [table.name for table in present].index(row["table"]))  # in the streams' order
-    _close_requests(spark, root, requested_at, {table: _erased_rows(spark, table.at(root).path) for table in present})
+    close_requests(spark, root, requested_at, {table.name: _erased_rows(spark, table.at(root).path) for table in present})
     return results
 
 
@@ -330,34 +332,3 @@ def _refuse(stream: Any, behind: str) -> None:
 def _delete_removed_files(spark: SparkSession, path: str) -> int:
     """Delete every data file the table's log has removed, now (VACUUM LITE, no retention); how many."""
     return vacuum_table(spark, path, 0, lite=True)
-
-
-def _open_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> dict[str, datetime]:
-    """Each user's open request: the one an interrupted `forget` left, else one recorded now."""
-    located = REQUESTS.at(root)
-    path = located.create(spark, REQUESTS.schema)
-    held = {row["userIdSha256"]: row["requestedAt"] for row in located.read(spark)
-            .where(F.col("completedAt").isNull() & F.col("userIdSha256").isin(list(hashes))).collect()}
-    now = datetime.now(timezone.utc).replace(tzinfo=None)
-    new = [(user, now, None, None) for user in hashes if user not in held]
-    if new:
-        spark.createDataFrame(new, REQUESTS.schema).write.format("delta").mode("append").save(path)
-    return {**held, **{user: now for user, *_ in new}}
-
-
-def _close_requests(spark: SparkSession, root: str, requested_at: dict[str, datetime],
-                    erased: dict[Table, dict[tuple[str, str], int]]) -> None:
-    """Mark the users' open requests done, now, with the rows each table's erasure deletes removed of them."""
-    users = spark.createDataFrame(
-        [(user, {table.name: rows.get((user, at.isoformat()), 0) for table, rows in erased.items()})
-         for user, at in sorted(requested_at.items())], "userIdSha256 string, rowsRemoved map<string, bigint>")
-    _update_open(spark, root, users, {"completedAt": F.current_timestamp(), "rowsRemoved": F.col("done.rowsRemoved")})
-
-
-def _update_open(spark: SparkSession, root: str, users: DataFrame, values: dict[str, Column]) -> None:
-    from delta.tables import DeltaTable
-
-    (DeltaTable.forPath(spark, REQUESTS.at(root).path).alias("request")
-     .merge(users.alias("done"), "request.userIdSha256 = done.userIdSha256 AND request.completedAt IS NULL")
-     .whenMatchedUpdate(set=values)
-     .execute())

@@ -11,6 +11,8 @@ and a session the sessions' state held open when its user was erased is not writ
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -61,6 +63,34 @@ def requests_under(spark: SparkSession, root: str) -> DataFrame | None:
     if not located.exists(spark):
         return None
     return spark.createDataFrame(located.read(spark).collect(), TABLE.schema)
+
+
+def open_requests(spark: SparkSession, root: str, hashes: Sequence[str]) -> dict[str, datetime]:
+    """Each user's open request: the one an interrupted `forget` left, else one recorded now."""
+    located = TABLE.at(root)
+    path = located.create(spark, TABLE.schema)
+    held = {row["userIdSha256"]: row["requestedAt"] for row in located.read(spark)
+            .where(F.col("completedAt").isNull() & F.col("userIdSha256").isin(list(hashes))).collect()}
+    now = datetime.now(timezone.utc).replace(tzinfo=None)
+    new = [(user, now, None, None) for user in hashes if user not in held]
+    if new:
+        spark.createDataFrame(new, TABLE.schema).write.format("delta").mode("append").save(path)
+    return {**held, **{user: now for user, *_ in new}}
+
+
+def close_requests(spark: SparkSession, root: str, requested_at: dict[str, datetime],
+                   erased: dict[str, dict[tuple[str, str], int]]) -> None:
+    """Mark the users' open requests done, now, with the rows each table's erasure deletes removed of them
+    (`erased`: per table, the rows per user hash and request time, as its deletes' commits keep them)."""
+    from delta.tables import DeltaTable
+
+    users = spark.createDataFrame(
+        [(user, {table: rows.get((user, at.isoformat()), 0) for table, rows in erased.items()})
+         for user, at in sorted(requested_at.items())], "userIdSha256 string, rowsRemoved map<string, bigint>")
+    (DeltaTable.forPath(spark, TABLE.at(root).path).alias("request")
+     .merge(users.alias("done"), "request.userIdSha256 = done.userIdSha256 AND request.completedAt IS NULL")
+     .whenMatchedUpdate(set={"completedAt": F.current_timestamp(), "rowsRemoved": F.col("done.rowsRemoved")})
+     .execute())
 
 
 TABLE = Table(

@@ -10,6 +10,7 @@ import pytest
 
 from analytical.erasure import read_before, requested_ids
 from analytical.erasure_hold import ErasureHold
+from tests.helpers import wait_for
 from shared.errors import ConfigError
 
 
@@ -39,9 +40,7 @@ def test_a_hold_keeps_the_medallions_batch_waiting_until_lifted_and_says_at_whic
     said: list[str] = []
     medallion = threading.Thread(target=hold.wait_while_placed, args=(7, said.append))
     medallion.start()
-    deadline = time.monotonic() + 10
-    while hold.held_at(placed) is None and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_for(lambda: hold.held_at(placed) is not None, 10, "the batch answers the hold", every_s=0.02)
 
     assert hold.held_at(placed) == 7 and medallion.is_alive()
     assert hold.held_at("another hold") is None
