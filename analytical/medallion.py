@@ -102,16 +102,16 @@ def _writer(read: Callable[[SparkSession, Config, str], DataFrame], stream_name:
             watermark = config.analytical.watermark
             erased = erasure_requests(batch_id)  # read again each batch: a new request
 
-            def without_erased(rows: DataFrame, table: Table) -> DataFrame:
+            def kept(rows: DataFrame, table: Table) -> DataFrame:  # what `table` may hold of `rows`
                 return rows if erased is None else rows.transform(without_erased_records, erased, table)
 
             with cached(batch if land else batch.transform(silver_clicks.written_parts)) as rows:
                 if bronze is not None:
-                    bronze_clicks.land(without_erased(rows, bronze_clicks.TABLE), bronze, txn)
+                    bronze_clicks.land(kept(rows, bronze_clicks.TABLE), bronze, txn)
                     erased = erasure_requests(batch_id, erased)
                 with cached(silver_clicks.new_events(rows, clicks, watermark, txn)) as new:
-                    silver_clicks.write_batch(without_erased(rows, bronze_clicks.TABLE),
-                                              without_erased(new, silver_clicks.TABLE), clicks, quarantine, watermark, txn)
+                    silver_clicks.write_batch(kept(rows, bronze_clicks.TABLE),
+                                              kept(new, silver_clicks.TABLE), clicks, quarantine, watermark, txn)
                     if hold is not None:
                         hold.answer_if_placed(batch_id)
                     observed = gold_page_clicks_5s.add_clicks(new, gold, config, txn,  # counted, as erased rows are

@@ -52,7 +52,7 @@ THREAD_STACK = "64m"
 JIT_OPTIONS = ("-XX:-DontCompileHugeMethods",)
 #: HotSpot options for a JVM that lives a minute or two (`lakehouse forget`): its first compiler only.
 #: The second, C2, spends cores on code that pays back over minutes of running it; a brief command's JVM
-#: ends first, and beside `run` those cores are the fast path's (analytical/README.md, "A brief JVM").
+#: ends first, and beside `run` those cores are the fast path's (analytical/README.md, "Under two minutes").
 BRIEF_JIT_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 #: The Spark settings that hold JVM options: the project's come first, then the configuration's own.
 JAVA_OPTIONS_KEYS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
