@@ -104,8 +104,10 @@ def stop_at_batch_end(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
     terminated (`mark_terminated`): its loop starts no other batch, and a query that is never between
     batches (a medallion whose batches take longer than its trigger, the fast path's `0 seconds` under
     steady traffic) still ends with the batch it is running. A query this Spark does not let be marked
-    is stopped the first time it is between batches. After `wait_s` the ones left are stopped where
-    they are, and `report` names them."""
+    is stopped the first time it is between batches. Spark's status says "between batches" for a
+    moment after a batch has begun (the new batch's status is set once it runs), so a stop that lands
+    there cuts that batch short: the JVM's log is quiet for each stop. After `wait_s` the ones left are
+    stopped where they are (`stop_now`), and `report` names them."""
     deadline = time.monotonic() + wait_s
     waiting = [query for query in queries if query.isActive]
     threads = {id(query): query_execution_thread(query) for query in waiting if mark_terminated(query)}
@@ -119,16 +121,19 @@ def stop_at_batch_end(queries: list[Any], wait_s: float = BATCH_END_WAIT_S,
 
     while waiting and time.monotonic() < deadline and not (hurry is not None and hurry.is_set()):
         for query in list(waiting):
-            if ended(query) or not query.status.get("isTriggerActive"):
+            if ended(query):
                 query.stop()
+                waiting.remove(query)
+            elif not query.status.get("isTriggerActive"):
+                with _jvm_log_quiet():
+                    query.stop()
                 waiting.remove(query)
         time.sleep(0.01)
     if waiting and report is not None:
         why = "stopped again" if hurry is not None and hurry.is_set() else f"still in a batch after {wait_s:g} s"
         report(f"[{_names(waiting)}] {why}: stopped in the running batch (nothing is lost: a restart runs that "
-               "batch again; Spark may log the cut-short write as an error)")
-    for query in waiting:
-        query.stop()
+               "batch again)")
+    stop_now(waiting)
 
 
 def _names(queries: list[Any]) -> str:
@@ -155,13 +160,14 @@ def end_with_running_batch(queries: Mapping[str, Any], wait_s: float, report: Ca
     said here, from whether its running batch reported its end.
     """
     last_batch = {name: _last_batch_id(query) for name, query in queries.items()}
-    ending = {name: query for name, query in queries.items() if query.isActive and mark_terminated(query)}
-    threads = {name: query_execution_thread(query) for name, query in ending.items()}
-    if ending:
-        report(f"[{', '.join(ending)}] stopping at the end of the running batch (within {wait_s:g} s), so that "
-               "a restart replays nothing; stop again to stop now (a restart then runs that batch again)")
-    deadline = time.monotonic() + wait_s
-    with _jvm_log_quiet(bool(ending)):
+    # quiet before the mark: a batch it abandons logs its writer's abort at once
+    with _jvm_log_quiet(any(query.isActive for query in queries.values())):
+        ending = {name: query for name, query in queries.items() if query.isActive and mark_terminated(query)}
+        threads = {name: query_execution_thread(query) for name, query in ending.items()}
+        if ending:
+            report(f"[{', '.join(ending)}] stopping at the end of the running batch (within {wait_s:g} s), so that "
+                   "a restart replays nothing; stop again to stop now (a restart then runs that batch again)")
+        deadline = time.monotonic() + wait_s
         while ending and not hurry.is_set() and time.monotonic() < deadline:
             for name, query in list(ending.items()):
                 if threads[name].isAlive():  # (awaitTermination answers at once: the query is marked terminated)
@@ -209,9 +215,10 @@ def _jvm_log_quiet(quiet: bool = True) -> Iterator[None]:
 
 
 def stop_now(queries: list[Any]) -> None:
-    """Stop real-time queries where they are: Spark cancels their long-running tasks and logs each
-    cancelled writer and shuffle connection at ERROR with a stack trace, although the batch just runs
-    again from the checkpoint at the next start. Those lines are silenced meanwhile."""
+    """Stop queries where they are: Spark cancels their tasks (a real-time query's run for its whole
+    batch) and logs each cancelled writer, broadcast and shuffle connection at ERROR with a stack trace,
+    although the batch just runs again from the checkpoint at the next start. Those lines are silenced
+    meanwhile."""
     if not queries:
         return
     with _jvm_log_quiet():
