@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +81,8 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     """
     from operational import hot_pages as fast_path
     from lakehouse.bench.notify_during_load import SETTLE_S
-    from lakehouse.bench.time_to_alert import first_appends_per_count, time_to_alert, time_to_alert_in_spans
+    from lakehouse.bench.time_to_alert import (first_appends_per_count, from_nearest, time_to_alert,
+                                               time_to_alert_in_spans)
     from shared.kafka import ensure_topics
     from shared.spark import spark_session
     from shared.query_progress import batch_boundaries
@@ -129,6 +130,9 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
         result |= time_to_alert(spark, config, measured_from)
         if mode.real_time:
             result["batch_boundaries"] = batch_boundaries(load.batches.values(), measured_from, load.ended_at)
+            ends = [summary.ended_at for summary in load.batches.values() if summary.ended_at is not None]
+            for window in result["slowest_windows"]:
+                window["from_batch_end_ms"] = from_nearest(datetime.fromisoformat(window["crossedAt"]), ends)
         if forget is not None and forget.started_at is not None:
             result["time_to_alert_spans"] = time_to_alert_in_spans(spark, config, {
                 "before_forget": (measured_from, forget.started_at),

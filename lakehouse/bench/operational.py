@@ -15,7 +15,7 @@ from typing import Any
 
 from lakehouse.bench.freshness import FRESHNESS_P99_TARGET_S
 from lakehouse.bench.measured_run import measured_run, profile_config, warmup_s
-from lakehouse.bench.time_to_alert import percentiles
+from lakehouse.bench.time_to_alert import SLOWEST, percentiles
 from lakehouse.bench.under_load import DELIVERED_SHARE
 from shared.errors import LakehouseError
 from shared.progress import echo as say_progress
@@ -168,7 +168,9 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, Any]:
     least = min(runs, key=lambda run: run["delivered_rate"] / run["offered_rate"])
     return {**{key: least[key] for key in _TRAFFIC}, "valid": all(run["valid"] for run in runs),
             **percentiles(latencies), "latencies_ms": latencies,
-            **{key: sum(run.get(key) or 0 for run in runs) for key in _COUNTS}, "runs": len(runs)}
+            **{key: sum(run.get(key) or 0 for run in runs) for key in _COUNTS}, "runs": len(runs),
+            "slowest_windows": sorted((window for run in runs for window in run.get("slowest_windows", [])),
+                                      key=lambda window: -window["latencyMs"])[:SLOWEST]}
 
 
 def pooled_notify(figures: list[dict[str, Any]]) -> dict[str, Any]:

@@ -26,6 +26,9 @@ from shared.rule import DISTINCT_PER, assign_window, crossing_count, dedupe_clic
 from lakehouse.topic_profile import read_topic
 
 _APPEND_ORDER = ["timestamp", "partition", "offset"]
+#: How many of the slowest windows a run lists, with when each crossed: what its p99 is made of (with 240
+#: windows, the third slowest), to be set beside what happened then (a batch's end, a process beside it).
+SLOWEST = 8
 
 
 def crossing_clicks(clicks: DataFrame, config: Config) -> DataFrame:
@@ -65,12 +68,12 @@ def first_appends_per_count(spark: SparkSession, config: Config) -> dict[tuple[s
 
 
 def window_latencies(spark: SparkSession, config: Config) -> DataFrame:
-    """Per window over the threshold or alerted: alertId, when its crossing click and its first alert
+    """Per window over the threshold or alerted: alertId, pageId, when its crossing click and its first alert
     were appended (either null when the other side has none), and the latency between them."""
     crossings = crossing_clicks(read_topic(spark, config.kafka, config.kafka.topics.clicks), config)
     alerted = first_alerts(read_topic(spark, config.kafka, config.kafka.topics.alerts))
     return crossings.join(alerted, "alertId", "full_outer").select(
-        "alertId", "crossedAt", "firstAlertAt",
+        "alertId", "pageId", "crossedAt", "firstAlertAt",
         (F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt")).alias("latencyMs"))
 
 
@@ -85,9 +88,13 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
         left_out = {row.alertId for row in warm}
         windows = [row for row in windows if row.alertId not in left_out]
     latencies = sorted(row.latencyMs for row in windows if row.latencyMs is not None)
+    slowest = sorted((row for row in windows if row.latencyMs is not None), key=lambda row: -row.latencyMs)
     return {
         **percentiles(latencies),
         "latencies_ms": latencies,
+        "slowest_windows": [{"pageId": row.pageId, "crossedAt": aware(row.crossedAt).isoformat(),
+                             "latencyMs": row.latencyMs}
+                            for row in slowest[:SLOWEST]],
         "alerts": sum(1 for row in windows if row.firstAlertAt is not None),
         "warmup_windows": len(warm),
         "warmup": percentiles(sorted(row.latencyMs for row in warm if row.latencyMs is not None)),
@@ -110,6 +117,22 @@ def time_to_alert_in_spans(spark: SparkSession, config: Config,
                          "windows_over_threshold": len(inside),
                          "missed_windows": sum(1 for row in inside if row.firstAlertAt is None)}
     return figures
+
+
+def from_nearest(moment: datetime, instants: list[datetime]) -> int | None:
+    """Milliseconds from the nearest of `instants` to `moment` (negative: before it); None without any.
+
+        from_nearest(crossed_at, batch_ends)  # -40: the window crossed 40 ms before a batch ended
+    """
+    if not instants:
+        return None
+    nearest = min(instants, key=lambda instant: abs((moment - instant).total_seconds()))
+    return round((moment - nearest).total_seconds() * 1000)
+
+
+def aware(moment: datetime) -> datetime:
+    """A naive local datetime of Spark's collect() as an instant in UTC."""
+    return moment.astimezone(timezone.utc)
 
 
 def naive_local(moment: datetime) -> datetime:

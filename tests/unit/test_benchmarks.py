@@ -11,6 +11,7 @@ import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
 from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, pooled_notify, throughput
+from lakehouse.bench.time_to_alert import from_nearest
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
 from lakehouse.bench.under_load import cores_used, delivery
 from lakehouse.bench.capacity import load_shape, search_rates
@@ -79,6 +80,21 @@ def test_pooled_runs_weigh_a_stall_as_the_windows_it_delayed_and_sum_their_count
     assert both["valid"] is True and both["delivered_rate"] == 19_500 and "latencies_ms" not in both["details"]
     assert pooled([calm]) is calm
     assert pooled([calm, a_latency_run([10.0], delivered_rate=15_000)])["valid"] is False
+
+
+def test_pooled_runs_list_the_slowest_windows_of_them_all_and_each_says_how_far_it_crossed_from_a_batch_end():
+    def slow(latency_ms: int) -> dict:
+        return {"pageId": f"/p{latency_ms}", "crossedAt": "2026-12-07T08:00:00+00:00", "latencyMs": latency_ms}
+
+    calm = a_latency_run([10.0] * 10) | {"slowest_windows": [slow(40), slow(30)]}
+    stalled = a_latency_run([10.0] * 10) | {"slowest_windows": [slow(900), slow(20)]}
+    assert [window["latencyMs"] for window in pooled([calm, stalled])["slowest_windows"]] == [900, 40, 30, 20]
+
+    ends = [datetime(2026, 12, 7, 8, 0, 30, tzinfo=timezone.utc), datetime(2026, 12, 7, 8, 1, 0, tzinfo=timezone.utc)]
+    assert from_nearest(datetime(2026, 12, 7, 8, 0, 29, 960_000, tzinfo=timezone.utc), ends) == -40
+    assert from_nearest(datetime(2026, 12, 7, 8, 0, 50, tzinfo=timezone.utc), ends) == -10_000
+    assert from_nearest(datetime(2026, 12, 7, 8, 1, 0, 250_000, tzinfo=timezone.utc), ends) == 250
+    assert from_nearest(datetime(2026, 12, 7, 8, 0, 0, tzinfo=timezone.utc), []) is None
 
 
 def test_pooled_deliveries_take_every_record_and_name_what_each_run_missed():
