@@ -63,7 +63,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
              measure_latency: bool, sample_every_s: float, drain_timeout_s: float,
              with_medallion: str | None = None, warmup_s: float = 0.0, scrape_every_s: float = 0.0,
              lake: bool = False, forget: ForgetDuringLoad | None = None,
-             notify: NotifyDuringLoad | None = None) -> dict[str, Any]:
+             notify: NotifyDuringLoad | None = None, hot_stagger: bool = False) -> dict[str, Any]:
     """Start the fast path, offer `rate` events/s for `warmup_s` + `seconds`, wait until it drained,
     measure (time-to-alert over the windows that crossed after the warm-up).
 
@@ -78,6 +78,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     also given before it and while it ran.
     `notify`: Alertmanager and the bridge beside the fast path, from before the load until every window the
     load alerted has reached Alertmanager's receiver; their figures under "notify".
+    `hot_stagger`: the hot pages cross at instants spread over the window (`lakehouse generate --hot-stagger`).
     """
     from operational import hot_pages as fast_path
     from lakehouse.bench.notify_during_load import SETTLE_S
@@ -111,7 +112,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             if forget is not None:
                 forget.start(config)
             load = Load.offered(spark, config, query, medallion.process.pid if medallion.process else None, rate, warmup_s + seconds, hot_pages, sample_every_s,
-                                 drain_timeout_s)
+                                 drain_timeout_s, hot_stagger)
             if forget is not None:
                 forget.wait(FORGET_WAIT_S)
             gold = _gold_freshness(medallion, load, warmup_s) if medallion.process is not None else {}
@@ -272,11 +273,12 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None, scrape_every_s: float = 0.0, lake: bool = False,
            forget: tuple[str, float] | None = None, notify: tuple[int, float, float] | None = None,
-           keep_latencies: bool = False) -> dict[str, Any]:
+           keep_latencies: bool = False, hot_stagger: bool = False) -> dict[str, Any]:
     """One run of `run_once` in a process of its own, in the runtime of `profile`'s fast path; `forget`:
     (user, seconds after the load began); `notify`: Alertmanager and the bridge beside it, with (kills of the
     bridge, seconds of Alertmanager outage, seconds into the load it begins). `keep_latencies`: each window's
-    time to alert (and each delivery's) stays in the result, as `latencies_ms`, for runs pooled later."""
+    time to alert (and each delivery's) stays in the result, as `latencies_ms`, for runs pooled later.
+    `hot_stagger`: as run_once's."""
     config = profile_config(profile, settings)
     runtime = fast_path_mode(config).runtime
     warmup = warmup_s(config) if latency else 0.0
@@ -285,6 +287,8 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
                          "--drain-timeout", str(drain_timeout_s), "--warmup", str(warmup), *settings)
     if latency:
         command.append("--latency")
+    if hot_stagger:
+        command.append("--hot-stagger")
     if with_medallion:
         command.append(f"--with-medallion={with_medallion}")
         profile = f"{profile} with the medallion ({with_medallion} application)"
@@ -322,6 +326,7 @@ def _main() -> int:
     parser.add_argument("--seconds", type=float, required=True)
     parser.add_argument("--hot-pages", type=int, required=True)
     parser.add_argument("--latency", action="store_true")
+    parser.add_argument("--hot-stagger", action="store_true")
     parser.add_argument("--with-medallion", choices=["shared", "separate"])
     parser.add_argument("--sample-every", type=float, default=1.0)
     parser.add_argument("--drain-timeout", type=float, default=600)
@@ -345,7 +350,7 @@ def _main() -> int:
                           args.scrape_every, args.lake,
                           ForgetDuringLoad(args.forget_user, args.forget_after) if args.forget_user else None,
                           NotifyDuringLoad(args.warmup + args.seconds, args.bridge_kills, args.outage, args.outage_after)
-                          if args.notify else None)
+                          if args.notify else None, args.hot_stagger)
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

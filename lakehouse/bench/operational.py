@@ -108,14 +108,19 @@ def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
     starts them), `pairs` times in turn: delivery from an alert record's append to Alertmanager taking it,
     each window's notifications, and the fast path's time-to-alert in both, each configuration's runs pooled
     (`pooled`). With `bridge_kills` or `outage_s`, one more run under those faults (its load long enough to
-    hold the outage) says whether every window still reached the receiver once."""
+    hold the outage) says whether every window still reached the receiver once.
+
+    The hot pages cross at instants spread over the window (`--hot-stagger`): crossing all in the same
+    millisecond, they gave a run one sample of its phase to the real-time batches' ends, and each
+    configuration's p99 was whether that phase put a crossing in the pause at a batch's end."""
     alone_runs, beside_runs = [], []
     for pair in range(1, pairs + 1):
         of = f" ({pair} of {pairs})" if pairs > 1 else ""
-        alone_runs.append(measured_run(profile, settings, rate, seconds, hot_pages, latency=True, keep_latencies=True))
+        alone_runs.append(measured_run(profile, settings, rate, seconds, hot_pages, latency=True, keep_latencies=True,
+                                       hot_stagger=True))
         say_progress(f"bench: {profile} alone{of}: " + summary_line(alone_runs[-1]))
         beside_runs.append(measured_run(profile, settings, rate, seconds, hot_pages, latency=True,
-                                        notify=(0, 0, 0.0), keep_latencies=True))
+                                        notify=(0, 0, 0.0), keep_latencies=True, hot_stagger=True))
         say_progress(f"bench: {profile} with the bridge{of}: " + summary_line(beside_runs[-1]) + "; "
                      + delivery_line(beside_runs[-1]["notify"]))
     delivered = pooled_notify([run.pop("notify") for run in beside_runs])

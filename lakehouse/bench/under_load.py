@@ -37,9 +37,10 @@ class Load:
 
     @classmethod
     def offered(cls, spark: Any, config: Config, query: Any, medallion_pid: int | None, rate: float, seconds: float,
-                hot_pages: int, sample_every_s: float, drain_timeout_s: float) -> "Load":
+                hot_pages: int, sample_every_s: float, drain_timeout_s: float, hot_stagger: bool = False) -> "Load":
         """Offer `rate` events/s for `seconds`, sampling the fast path every `sample_every_s`, then wait
-        until it has read every event."""
+        until it has read every event. `hot_stagger`: the hot pages cross at instants spread over the window
+        (`lakehouse generate --hot-stagger`)."""
         from kafka import TopicPartition
 
         from shared.kafka import consumer_for
@@ -56,7 +57,7 @@ class Load:
 
         started_at = datetime.now(timezone.utc)
         generator = TrafficProcess(child_options(config), "--rate", str(rate), "--seconds", str(seconds),
-                                   "--hot-pages", str(hot_pages))
+                                   "--hot-pages", str(hot_pages), *["--hot-stagger"] * hot_stagger)
         started = time.monotonic()
         # The cores each part uses over the load: the machine's CPU is what the medallion competes for.
         cpu_parts = {"fast_path": jvm_pid, **({"medallion": medallion_pid} if medallion_pid else {})}

@@ -24,6 +24,7 @@ def cmd_generate(config: Config, args: argparse.Namespace) -> int:
         rate=args.rate,
         pages=args.pages,
         hot_pages=args.hot_pages or 0,
+        hot_stagger=args.hot_stagger,
         late_fraction=args.late_fraction,
         duplicate_fraction=args.duplicate_fraction,
         malformed_fraction=args.malformed_fraction,
@@ -135,6 +136,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     generate.add_argument("--pages", type=positive(int), default=1000, help="ordinary pages (default 1000)")
     generate.add_argument("--hot-pages", type=int, help="pages above hot_pages.threshold in every full window "
                           "(default 3, or as many as --rate carries)")
+    generate.add_argument("--hot-stagger", action="store_true",
+                          help="hot page k of N has event times earlier by k/N of the window, so the hot pages cross "
+                               "the threshold at instants spread over the window, not all at once (the benchmarks' "
+                               "latency comparisons; within the window, so within a watermark at least as long)")
     generate.add_argument("--late-fraction", type=fraction, default=0.0,
                           help="share of events later than the fast path's watermark, within gold's (default 0)")
     generate.add_argument("--duplicate-fraction", type=fraction, default=0.0,

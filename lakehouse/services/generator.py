@@ -57,6 +57,10 @@ class TrafficSpec:
     late_by: tuple[timedelta, timedelta]  # lateness range of late events
     pages: int = 1000
     hot_pages: int = 0
+    #: Hot page k of N has its event times earlier by k/N of the window, so that the hot pages cross the
+    #: threshold at instants spread over each window rather than all in the same millisecond: a latency
+    #: measured over their windows then samples every moment of the fast path's batches, its batch ends too.
+    hot_stagger: bool = False
     late_fraction: float = 0.0
     duplicate_fraction: float = 0.0
     malformed_fraction: float = 0.0
@@ -156,6 +160,8 @@ class ClickGenerator:
             start_ms -= start_ms % window_ms
         self.start_ms = start_ms
         self._hot = [page.encode() for page in hot_page_ids(spec.hot_pages)]
+        self._hot_shift_ms = {page: round(k * window_ms / len(self._hot)) if spec.hot_stagger else 0
+                              for k, page in enumerate(self._hot)}
         self._ordinary = [page.encode() for page in ordinary_page_ids(spec.pages)]
         self._ordinary_cumulative = list(itertools.accumulate(self._ordinary_weights()))
         self._hot_share = spec.hot_rate_per_page * spec.hot_pages / spec.rate
@@ -201,6 +207,7 @@ class ClickGenerator:
                 hot_credit -= 1
                 page = next(hot_turn)
                 kind = "hot"
+                event_ms -= self._hot_shift_ms[page]
             else:
                 page = self._ordinary[bisect.bisect(self._ordinary_cumulative, rng.random() * self._ordinary_cumulative[-1])]
                 kind = "click"

@@ -48,6 +48,33 @@ def test_hot_pages_exceed_the_threshold_in_every_full_window_and_others_do_not()
     assert max(n for key, n in per_window.items() if key not in hot) <= 500
 
 
+def crossing_phases_s(records: list, threshold: int, rate: float) -> dict[str, set[float]]:
+    """Per hot page: when (seconds into a 5 s period of sending, at `rate`) its windows' (threshold+1)-th click was
+    sent, past the first period (a staggered page's first window is partial)."""
+    counts, phases = Counter(), {}
+    for index, (_, value, kind) in enumerate(records):
+        if kind == "hot":
+            event = json.loads(value)
+            window = int(datetime.fromisoformat(event["eventTime"].replace("Z", "+00:00")).timestamp()) // 5
+            counts[(event["pageId"], window)] += 1
+            if counts[(event["pageId"], window)] == threshold + 1 and index / rate >= 5:
+                phases.setdefault(event["pageId"], set()).add(round((index / rate) % 5, 1))
+    return phases
+
+
+def test_staggered_hot_pages_cross_the_threshold_at_instants_spread_over_the_window():
+    together = crossing_phases_s(take(ClickGenerator(spec(hot_pages=4)), 2000 * 30), 500, 2000)
+    staggered = crossing_phases_s(take(ClickGenerator(spec(hot_pages=4, hot_stagger=True)), 2000 * 30), 500, 2000)
+
+    # every page crosses at one moment of the period, window after window
+    assert all(len(phases) == 1 for phases in (*together.values(), *staggered.values()))
+    assert len({phase for phases in together.values() for phase in phases}) == 1  # all four at once
+    spread = sorted(phase for phases in staggered.values() for phase in phases)
+    # four instants a quarter of the window apart (to the 0.1 s the phases are rounded to)
+    assert [round((later - earlier) % 5, 1) in (1.2, 1.3) for earlier, later in zip(spread, spread[1:] + spread[:1])] \
+        == [True] * 4, spread
+
+
 def test_event_time_follows_the_nominal_rate_from_the_start():
     records = take(ClickGenerator(spec()), 4001)
     times = [json.loads(value)["eventTime"] for _, value, _ in records]
