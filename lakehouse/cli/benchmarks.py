@@ -234,8 +234,10 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "append -> Alertmanager taking its post, read from Alertmanager's own updatedAt), each alerted window's "
         "notifications at the webhook receiver, and the fast path's time-to-alert in both runs (targets: delivery p99 "
         "under 100 ms; the fast path's p99 with the bridge within 1.1x of alone; every window notified once). "
-        "With --pairs N, the two runs N times in turn, each configuration's windows pooled; with --bridge-kills or "
-        "--outage, one more run under those faults.")
+        "The hot pages cross the threshold at instants spread over the window (`lakehouse generate --hot-stagger`), so "
+        "that both runs' windows meet the real-time batches' ends alike; each run lists its slowest windows, how far "
+        "from a batch's end each crossed. With --pairs N, the two runs N times in turn, each configuration's windows "
+        "pooled; with --bridge-kills or --outage, one more run under those faults.")
     _load_arguments(bench_notify, seconds=60.0, hot_pages=8)
     _one_config_argument(bench_notify)
     bench_notify.add_argument("--pairs", type=positive(int), default=1, metavar="N",
