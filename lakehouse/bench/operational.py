@@ -133,6 +133,8 @@ def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
     if pairs > 1:
         report["fast_path_p99_with_bridge_over_alone_per_pair"] = [
             p99_ratio(latency_figures(beside), latency_figures(alone)) for alone, beside in zip(alone_runs, beside_runs)]
+        report["fast_path_runs"] = {"alone": [run_outline(run) for run in alone_runs],
+                                    "with_bridge": [run_outline(run) for run in beside_runs]}
     targets = {
         "delivery_p99_under_100_ms": (delivered["delivery"]["p99_ms"] or float("inf")) < DELIVERY_P99_TARGET_MS,
         "fast_path_p99_kept": ratio is not None and ratio <= BRIDGE_ISOLATION_TARGET,
@@ -150,6 +152,14 @@ def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
         targets["under_faults_every_window_notified_once"] = notified_once(faulted["notify"])
     report["targets_met"] = targets
     return report
+
+
+def run_outline(run: dict[str, Any]) -> dict[str, Any]:
+    """One run of a pooled configuration, in brief: its own percentiles, its three slowest windows, and how
+    long each of its real-time batches lasted (its checkpoint interval, plus what its end cost)."""
+    return {**{key: run.get(key) for key in ("p50_ms", "p95_ms", "p99_ms")},
+            "slowest_windows": run.get("slowest_windows", [])[:3],
+            "batch_ms": [batch["trigger_ms"] for batch in run.get("batch_ends", [])]}
 
 
 #: A latency run's figures that count windows: summed when runs are pooled.

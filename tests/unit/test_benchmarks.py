@@ -10,7 +10,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
-from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, pooled_notify, throughput
+from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, pooled_notify, run_outline, throughput
 from lakehouse.bench.time_to_alert import from_nearest
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
 from lakehouse.bench.under_load import cores_used, delivery
@@ -89,6 +89,8 @@ def test_pooled_runs_list_the_slowest_windows_of_them_all_and_each_says_how_far_
     calm = a_latency_run([10.0] * 10) | {"slowest_windows": [slow(40), slow(30)]}
     stalled = a_latency_run([10.0] * 10) | {"slowest_windows": [slow(900), slow(20)]}
     assert [window["latencyMs"] for window in pooled([calm, stalled])["slowest_windows"]] == [900, 40, 30, 20]
+    outline = run_outline(stalled | {"batch_ends": [{"trigger_ms": 30_350}, {"trigger_ms": 31_900}]})
+    assert outline["batch_ms"] == [30_350, 31_900] and [w["latencyMs"] for w in outline["slowest_windows"]] == [900, 20]
 
     ends = [datetime(2026, 12, 7, 8, 0, 30, tzinfo=timezone.utc), datetime(2026, 12, 7, 8, 1, 0, tzinfo=timezone.utc)]
     assert from_nearest(datetime(2026, 12, 7, 8, 0, 29, 960_000, tzinfo=timezone.utc), ends) == -40
