@@ -65,7 +65,7 @@ class BothPaths:
                                               on_progress=on_progress, records=records)
             children.append(self.medallion)
             if self.config.alerting.alertmanager_url:
-                children.append(NotifyProcess(self.child_args, self.config.alerting.niceness, self.relay))
+                children.append(NotifyProcess(self.child_args, self.relay))
             self.children = children
             yield children
 

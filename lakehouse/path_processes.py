@@ -234,15 +234,13 @@ class MedallionProcess(PathProcess):
 
 class NotifyProcess(PathProcess):
     """`lakehouse notify` beside the paths (lakehouse.notify): the hot-page alerts posted to Alertmanager,
-    by a consumer of its own in a process of its own under `nice` (alerting.niceness), so that the fast path
-    never waits for it, nor for its CPU."""
+    by a consumer of its own in a process of its own, so that the fast path never waits for it."""
 
     describe = "the bridge to Alertmanager"
     stop_within_s = 30.0  # it stops between two posts, or abandons a post it retries: nothing is committed then
 
-    def __init__(self, config_args: Sequence[str], niceness: int, relay: Callable[[str], None]):
-        super().__init__(["nice", "-n", str(niceness), *command_in(MEDALLION, "lakehouse.cli", "notify", *config_args)],
-                         relay)
+    def __init__(self, config_args: Sequence[str], relay: Callable[[str], None]):
+        super().__init__(command_in(MEDALLION, "lakehouse.cli", "notify", *config_args), relay)
 
 
 class TrafficProcess:

@@ -304,8 +304,6 @@ class AlertingConfig(Section):
     post_timeout: PositiveDuration
     #: How often the alerts not yet resolved are posted again (an Alertmanager restarted has lost them).
     repost_interval: PositiveDuration
-    #: The bridge, and an embedded Alertmanager, run under `nice -n` this: below the fast path, whose alerts come first.
-    niceness: int = Field(ge=0, le=19)
 
     @field_validator("alertmanager_url")
     @classmethod

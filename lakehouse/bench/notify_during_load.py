@@ -72,10 +72,10 @@ class NotifyDuringLoad:
         url = self.manager.start(die_with_caller=True)
         config = with_overrides(config, [f"alerting.alertmanager_url={url}",
                                          f"alerting.consumer_group=bench-notify-{uuid.uuid4().hex[:6]}"])
-        bridge = [NotifyProcess(child_options(config), config.alerting.niceness, relay=say_progress)]  # its lines begin "notify:"
+        bridge = [NotifyProcess(child_options(config), relay=say_progress)]  # its lines begin "notify:"
         self._seen_file = folder / "received.jsonl"
-        watcher = subprocess.Popen(["nice", "-n", str(config.alerting.niceness), sys.executable, "-m",
-                                    "lakehouse.bench.notify_during_load", url, str(self._seen_file)], env=child_env())
+        watcher = subprocess.Popen([sys.executable, "-m", "lakehouse.bench.notify_during_load", url, str(self._seen_file)],
+                                   env=child_env())
         stop = threading.Event()
         faults = threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)
         self.began = datetime.now(timezone.utc)
@@ -117,7 +117,7 @@ class NotifyDuringLoad:
                 "start": "Alertmanager started again"}[fault])
             if fault == "kill":
                 bridge[0].crash()
-                bridge[0] = NotifyProcess(child_options(config), config.alerting.niceness, relay=say_progress)
+                bridge[0] = NotifyProcess(child_options(config), relay=say_progress)
             elif fault == "stop":
                 self.manager.stop(quiet=True)
             else:

@@ -241,8 +241,8 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
     _load_arguments(bench_notify, seconds=60.0, hot_pages=8)
     _one_config_argument(bench_notify)
     bench_notify.add_argument("--pairs", type=positive(int), default=1, metavar="N",
-                              help="run alone and with the bridge N times in turn, and pool each one's windows: a "
-                              "single stall of this shared machine then weighs as the windows it delayed (default 1)")
+                              help="run alone and with the bridge N times in turn, each one's percentiles over the "
+                              "windows of all its runs (default 1)")
     bench_notify.add_argument("--bridge-kills", type=positive(int), default=0, metavar="N",
                               help="in a third run: kill -9 the bridge N times, spread over the load, each restarted at once")
     bench_notify.add_argument("--outage", type=positive(float), default=0.0, metavar="SECONDS",

@@ -111,7 +111,6 @@ class EmbeddedAlertmanager:
 
     def __init__(self, config: Config, log=print):
         self.settings = config.alertmanager
-        self._nice = ["nice", "-n", str(config.alerting.niceness)]  # beside the fast path on one machine, below it
         self.run_dir = Path(self.settings.run_dir)
         self.url = f"http://{_HOST}:{self.settings.port}"
         self.receiver_url = f"http://{_HOST}:{self.settings.webhook_port}"
@@ -132,7 +131,7 @@ class EmbeddedAlertmanager:
         try:
             if not self._receiver.running_pid():
                 require_free_ports(_HOST, {"alertmanager.webhook_port": self.settings.webhook_port})
-                self._receiver.start([*self._nice, sys.executable, "-m", "lakehouse.services.webhook_receiver", "--host", _HOST,
+                self._receiver.start([sys.executable, "-m", "lakehouse.services.webhook_receiver", "--host", _HOST,
                                       "--port", str(self.settings.webhook_port), "--file", str(self.notifications_file)],
                                      die_with_caller=die_with_caller)
             if self._alertmanager.running_pid():
@@ -144,7 +143,7 @@ class EmbeddedAlertmanager:
                                                            sort_keys=False))
                 self._log(f"starting Alertmanager on {self.url}, notifications to {self.notifications_file} "
                           f"(log: {self._alertmanager.log_file})")
-                self._alertmanager.start([*self._nice, str(programs["alertmanager"]), f"--config.file={self.config_file}",
+                self._alertmanager.start([str(programs["alertmanager"]), f"--config.file={self.config_file}",
                                           f"--storage.path={self.run_dir / 'data'}",
                                           f"--web.listen-address={_HOST}:{self.settings.port}",
                                           "--cluster.listen-address="], die_with_caller=die_with_caller,

@@ -10,7 +10,7 @@ import uuid
 from tests.conftest import free_port
 from tests.helpers import run_lakehouse, wait_for
 from tests.integration.test_notify import alert_record, write
-from tests.processes import alive, processes
+from tests.processes import alive
 
 
 def test_alertmanager_and_notify_as_a_user_runs_them(configured, alertmanager_tools, tmp_path):
@@ -32,8 +32,6 @@ def test_alertmanager_and_notify_as_a_user_runs_them(configured, alertmanager_to
         assert again.returncode == 0 and again.stdout.strip() == url and "already running" in again.stderr, again.stderr
         pids |= {int((run_dir / name).read_text()) for name in ("alertmanager.pid", "webhook-receiver.pid")}
         assert alive(pids)
-        # below a fast path on the same machine (alerting.niceness, 10 as shipped)
-        assert {process.niceness for process in processes() if process.pid in pids} == {10}
         status = run_lakehouse("alertmanager", "status", *embedded)
         assert status.returncode == 0 and status.stdout.startswith("running, pid"), status.stdout
 

@@ -51,7 +51,7 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(
     beside them (a JVM of its own on two busy cores, its wait for the medallion's running batch)."""
     manager = embedded_alertmanager(tmp_path / "alertmanager")
     manager.start(die_with_caller=True)
-    options = settings(config_overrides, "analytical.niceness=3", "alerting.niceness=2", "sessions.enabled=true",
+    options = settings(config_overrides, "analytical.niceness=3", "sessions.enabled=true",
                        f"alerting.alertmanager_url={manager.url}")
     root = Path(config.storage.root)
 
@@ -59,11 +59,9 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(
         now = list(processes())
         everything = family(run.pid, now)
         medallion = family(next(pid for pid in everything if "--progress-json" in command_line(pid)), now)
-        bridge = family(next(pid for pid in everything if "lakehouse.cli notify" in command_line(pid)), now)
         niceness = {process.pid: process.niceness for process in now if process.pid in everything}
         assert {niceness[pid] for pid in medallion & set(niceness)} == {3}, "the medallion's process and its JVM, niced"
-        assert {niceness[pid] for pid in bridge & set(niceness)} == {2}, "the bridge to Alertmanager, niced"
-        assert {niceness[pid] for pid in set(niceness) - medallion - bridge} == {0}, "the fast path's, not"
+        assert {niceness[pid] for pid in set(niceness) - medallion} == {0}, "the fast path's, not"
         second = run_lakehouse("run", "--seconds", "5", *options, timeout=120)
         assert second.returncode == 2, second.stderr
         assert "is in use by pid" in second.stderr and "stop that run first" in second.stderr
