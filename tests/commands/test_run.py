@@ -71,8 +71,10 @@ def test_run_feeds_both_paths_records_progress_and_refuses_a_second_writer(
         assert forgotten.returncode == 0, forgotten.stderr
         removed = {row["table"]: row["rowsRemoved"] for row in json.loads(forgotten.stdout)["tables"]}
         landed = removed["bronze/clicks"]  # 0 when the medallion read them after the request: they never land
-        assert landed in (0, len(GONE)) and removed == {
-            "bronze/clicks": landed, "silver/clicks": landed, "silver/quarantine": 0, "gold/user_sessions": 0}, forgotten.stderr
+        # silver's 0 too when the medallion held between its bronze and silver writes: it then writes silver without them
+        assert landed in (0, len(GONE)) and removed["silver/clicks"] in (0, landed), forgotten.stderr
+        assert removed == {"bronze/clicks": landed, "silver/clicks": removed["silver/clicks"], "silver/quarantine": 0,
+                           "gold/user_sessions": 0}, forgotten.stderr
         # Its sessions' state still holds the open session (CONTRACT.md, Erasure); no table does.
         assert [path for path in files_holding(root, GONE_USER) if not path.startswith("_checkpoints/")] == []
         hot = {(page, start.strftime("%Y-%m-%dT%H:%M:%S.000Z")) for page, start in expected_alerts()}
