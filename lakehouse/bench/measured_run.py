@@ -134,10 +134,14 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
             ends = [summary.ended_at for summary in load.batches.values() if summary.ended_at is not None]
             for window in result["slowest_windows"]:
                 window["from_batch_end_ms"] = from_nearest(datetime.fromisoformat(window["crossedAt"]), ends)
+        if notify is not None and notify.interleave_s:
+            result["interleaved"] = time_to_alert_in_spans(spark, config, notify.interleaved_spans())
+            result["interleaved_blocks"] = [{"start": start.isoformat(), "seconds": round((end - start).total_seconds(), 1),
+                                             "with_bridge": running} for start, end, running in notify.blocks]
         if forget is not None and forget.started_at is not None:
             result["time_to_alert_spans"] = time_to_alert_in_spans(spark, config, {
-                "before_forget": (measured_from, forget.started_at),
-                "during_forget": (forget.started_at, forget.ended_at or load.ended_at)})
+                "before_forget": [(measured_from, forget.started_at)],
+                "during_forget": [(forget.started_at, forget.ended_at or load.ended_at)]})
     if forget is not None:
         result["forget"] = forget.figures()
     if notify is not None:
@@ -273,12 +277,13 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
            latency: bool, sample_every_s: float = 1.0, drain_timeout_s: float = 600,
            with_medallion: str | None = None, scrape_every_s: float = 0.0, lake: bool = False,
            forget: tuple[str, float] | None = None, notify: tuple[int, float, float] | None = None,
-           keep_latencies: bool = False, hot_stagger: bool = False) -> dict[str, Any]:
+           keep_latencies: bool = False, hot_stagger: bool = False, interleave_s: float = 0.0) -> dict[str, Any]:
     """One run of `run_once` in a process of its own, in the runtime of `profile`'s fast path; `forget`:
     (user, seconds after the load began); `notify`: Alertmanager and the bridge beside it, with (kills of the
     bridge, seconds of Alertmanager outage, seconds into the load it begins). `keep_latencies`: each window's
     time to alert (and each delivery's) stays in the result, as `latencies_ms`, for runs pooled later.
-    `hot_stagger`: as run_once's."""
+    `hot_stagger`: as run_once's. `interleave_s`: with `notify`, the bridge and Alertmanager paused and resumed in
+    blocks of that many seconds after the warm-up (NotifyDuringLoad), each block's time-to-alert under "interleaved"."""
     config = profile_config(profile, settings)
     runtime = fast_path_mode(config).runtime
     warmup = warmup_s(config) if latency else 0.0
@@ -298,9 +303,11 @@ def measured_run(profile: str, settings: list[str], rate: float, seconds: float,
         command += [f"--forget-user={forget[0]}", f"--forget-after={forget[1]}"]
         profile = f"{profile} with lakehouse forget after {forget[1]:g} s"
     if notify:
-        command += ["--notify", f"--bridge-kills={notify[0]}", f"--outage={notify[1]}", f"--outage-after={notify[2]}"]
+        command += ["--notify", f"--bridge-kills={notify[0]}", f"--outage={notify[1]}", f"--outage-after={notify[2]}",
+                    f"--interleave={interleave_s}"]
         faults = [f"{notify[0]} kill -9 of the bridge"] * bool(notify[0]) + \
                  [f"Alertmanager down {notify[1]:g} s"] * bool(notify[1])
+        faults += [f"paused and resumed in blocks of {interleave_s:g} s"] * bool(interleave_s)
         profile = f"{profile} with the bridge to Alertmanager" + (f" ({', '.join(faults)})" if faults else "")
     if scrape_every_s:
         command.append(f"--scrape-every={scrape_every_s}")
@@ -339,6 +346,7 @@ def _main() -> int:
     parser.add_argument("--bridge-kills", type=int, default=0)
     parser.add_argument("--outage", type=float, default=0.0)
     parser.add_argument("--outage-after", type=float, default=0.0)
+    parser.add_argument("--interleave", type=float, default=0.0)
     parser.add_argument("--config")
     parser.add_argument("--set", action="append", default=[], dest="overrides")
     args = parser.parse_args()
@@ -349,7 +357,8 @@ def _main() -> int:
                           args.sample_every, args.drain_timeout, args.with_medallion, args.warmup,
                           args.scrape_every, args.lake,
                           ForgetDuringLoad(args.forget_user, args.forget_after) if args.forget_user else None,
-                          NotifyDuringLoad(args.warmup + args.seconds, args.bridge_kills, args.outage, args.outage_after)
+                          NotifyDuringLoad(args.warmup + args.seconds, args.bridge_kills, args.outage, args.outage_after,
+                                           args.interleave, interleave_from_s=args.warmup)
                           if args.notify else None, args.hot_stagger)
     except LakehouseError as error:
         print(f"error: {error}", file=sys.stderr)

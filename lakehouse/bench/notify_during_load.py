@@ -9,11 +9,17 @@ first `updatedAt` seen for a window with a given click count is when the post of
 that count arrived; against that record's Kafka append (LogAppendTime: both clocks are this machine's), it is
 the delivery time. The reads run in a process of their own (`python -m lakehouse.bench.notify_during_load
 URL FILE`), not in the measured fast path's driver. What reached people is what the webhook receiver kept.
+
+Interleaved (`interleave_s`), the bridge, Alertmanager, its receiver and the reads are paused (SIGSTOP) and resumed
+(SIGCONT) in blocks of the load, so that one fast path, in one JVM and one stretch of the machine's time, is measured
+both without them and with them: a run's worst real-time batch end, which sets its p99, then falls in both.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
@@ -52,13 +58,19 @@ Posted = tuple[str, str, int]  # (pageId, windowStart, clickCount)
 class NotifyDuringLoad:
     """Alertmanager and `lakehouse notify` beside the load; Alertmanager stopped `outage_after_s` into the load
     for `outage_s`, and `bridge_kills` kill -9 of the bridge (each restarted at once) spread over the load after
-    that, while it posts."""
+    that, while it posts. Or, with `interleave_s`, all of them paused and resumed in blocks of that many seconds
+    from `interleave_from_s` into the load to its end (`interleaved_blocks`)."""
 
     load_s: float
     bridge_kills: int = 0
     outage_s: float = 0.0
     outage_after_s: float = 0.0
+    interleave_s: float = 0.0
+    interleave_from_s: float = 0.0
     faults: list[dict[str, Any]] = field(default_factory=list)
+    #: The interleaved blocks as they ran: (start, end, whether the bridge and Alertmanager ran).
+    blocks: list[tuple[datetime, datetime, bool]] = field(default_factory=list)
+    _blocks_done: threading.Event = field(default_factory=threading.Event)
     manager: EmbeddedAlertmanager | None = None
     began: datetime | None = None
     _seen_file: Path | None = None
@@ -77,12 +89,18 @@ class NotifyDuringLoad:
         watcher = subprocess.Popen([sys.executable, "-m", "lakehouse.bench.notify_during_load", url, str(self._seen_file)],
                                    env=child_env())
         stop = threading.Event()
-        faults = threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)
+        status = self.manager.status()
+        beside = [status.pid, status.receiver_pid, watcher.pid, bridge[0].pid]
+        faults = threading.Thread(target=self._interleave, args=(beside, stop), daemon=True) if self.interleave_s \
+            else threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)
         self.began = datetime.now(timezone.utc)
         faults.start()
         try:
             yield
         finally:
+            if self.interleave_s:  # all of them resumed first, so that they can stop
+                stop.set()
+                faults.join(timeout=10)
             # stopped before the faults' thread ends: the kernel kills what a thread started when that thread ends
             # (prctl PR_SET_PDEATHSIG), and a bridge or Alertmanager it restarted must stop cleanly instead
             bridge[0].stop()
@@ -125,9 +143,38 @@ class NotifyDuringLoad:
             self.faults.append({"at_s": round(time.monotonic() - began, 1), "fault": fault})
         stop.wait()  # what it restarted lives as long as this thread (see `beside`)
 
+    def _interleave(self, pids: list[int | None], stop: threading.Event) -> None:
+        """The processes `pids` paused and resumed per `interleaved_blocks`; left running when the blocks, or the
+        load, end."""
+        began = time.monotonic()
+        try:
+            for start_s, _, running in interleaved_blocks(self.interleave_from_s, self.load_s, self.interleave_s):
+                if stop.wait(max(start_s - (time.monotonic() - began), 0)):
+                    return
+                _signal(pids, signal.SIGCONT if running else signal.SIGSTOP)
+                now = datetime.now(timezone.utc)
+                if self.blocks:
+                    self.blocks[-1] = (self.blocks[-1][0], now, self.blocks[-1][2])
+                self.blocks.append((now, now, running))
+            stop.wait(max(self.load_s - (time.monotonic() - began), 0))
+            if self.blocks:
+                self.blocks[-1] = (self.blocks[-1][0], datetime.now(timezone.utc), self.blocks[-1][2])
+        finally:
+            _signal(pids, signal.SIGCONT)
+            self._blocks_done.set()
+
+    def interleaved_spans(self) -> dict[str, list[tuple[datetime, datetime]]]:
+        """The blocks without the bridge ("alone"), those with it ("with_bridge"), and each block on its own
+        ("block N"), for time_to_alert_in_spans."""
+        return {"alone": [(start, end) for start, end, running in self.blocks if not running],
+                "with_bridge": [(start, end) for start, end, running in self.blocks if running],
+                **{f"block {n}": [(start, end)] for n, (start, end, _) in enumerate(self.blocks, 1)}}
+
     def settle(self, alerted: set[tuple[str, str]]) -> None:
         """Until every window in `alerted` (pageId, windowStart) has reached the receiver, at most SETTLE_S."""
         deadline = time.monotonic() + SETTLE_S
+        if self.interleave_s:
+            self._blocks_done.wait(SETTLE_S)  # the load has ended: all of them run again
         while not set(self.manager.notified_windows(since=self.began)) >= alerted and time.monotonic() < deadline:
             time.sleep(0.5)
 
@@ -154,6 +201,26 @@ class NotifyDuringLoad:
             "notifications_for_no_alerted_window": sum(n for window, n in notified.items() if window not in alerted),
             "faults": self.faults,
         }
+
+
+def interleaved_blocks(from_s: float, until_s: float, block_s: float) -> list[tuple[float, float, bool]]:
+    """Blocks of `block_s` from `from_s` to `until_s` (seconds into the load): (start, end, with the bridge), in
+    the order without, with, with, without, and again, so that a drift over the load (the machine warming, a
+    topic growing) weighs on both alike.
+
+        interleaved_blocks(10, 50, 10)  # [(10, 20, False), (20, 30, True), (30, 40, True), (40, 50, False)]
+    """
+    count = int((until_s - from_s) // block_s)
+    return [(from_s + n * block_s, from_s + (n + 1) * block_s, n % 4 in (1, 2)) for n in range(count)]
+
+
+def _signal(pids: list[int | None], signum: int) -> None:
+    for pid in pids:
+        if pid:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass  # ended: the figures say what it did not deliver
 
 
 def watch(url: str, file: Path) -> None:

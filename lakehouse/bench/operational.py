@@ -103,16 +103,35 @@ AFTER_OUTAGE_S = 30.0
 
 
 def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str, bridge_kills: int = 0,
-           outage_s: float = 0.0, pairs: int = 1) -> dict[str, Any]:
+           outage_s: float = 0.0, pairs: int = 1, interleave_s: float = 0.0) -> dict[str, Any]:
     """The fast path of `profile` alone, then with Alertmanager and the bridge beside it (as `lakehouse run`
-    starts them), `pairs` times in turn: delivery from an alert record's append to Alertmanager taking it,
-    each window's notifications, and the fast path's time-to-alert in both, each configuration's runs pooled
-    (`pooled`). With `bridge_kills` or `outage_s`, one more run under those faults (its load long enough to
-    hold the outage) says whether every window still reached the receiver once.
+    starts them), `pairs` times in turn (`paired`), or in one run that pauses them in blocks (`interleaved`):
+    delivery from an alert record's append to Alertmanager taking it, each window's notifications, and the fast
+    path's time-to-alert in both. With `bridge_kills` or `outage_s`, one more run under those faults (its load
+    long enough to hold the outage) says whether every window still reached the receiver once.
 
     The hot pages cross at instants spread over the window (`--hot-stagger`): crossing all in the same
     millisecond, they gave a run one sample of its phase to the real-time batches' ends, and each
     configuration's p99 was whether that phase put a crossing in the pause at a batch's end."""
+    report, targets = (interleaved(settings, rate, seconds, hot_pages, profile, interleave_s) if interleave_s
+                       else paired(settings, rate, seconds, hot_pages, profile, pairs))
+    if bridge_kills or outage_s:
+        outage_after_s = warmup_s(profile_config(profile, settings)) + 10.0 if outage_s else 0.0
+        faulted_s = max(seconds, outage_after_s + outage_s + AFTER_OUTAGE_S) if outage_s else seconds
+        faulted = measured_run(profile, settings, rate, faulted_s, hot_pages, latency=True,
+                               notify=(bridge_kills, outage_s, outage_after_s))
+        say_progress(f"bench: {profile} with the bridge, under faults: " + delivery_line(faulted["notify"]))
+        report["under_faults"] = {"seconds": faulted_s, "bridge_kills": bridge_kills, "outage_s": outage_s,
+                                  "alerts_missed_by_the_fast_path": faulted.get("missed_windows"), **faulted["notify"]}
+        targets["under_faults_every_window_notified_once"] = notified_once(faulted["notify"])
+    report["targets_met"] = targets
+    return report
+
+
+def paired(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str,
+           pairs: int) -> tuple[dict[str, Any], dict[str, bool]]:
+    """`notify`'s runs alone and with the bridge, `pairs` times in turn, each configuration's runs pooled
+    (`pooled`); the report and its targets."""
     alone_runs, beside_runs = [], []
     for pair in range(1, pairs + 1):
         of = f" ({pair} of {pairs})" if pairs > 1 else ""
@@ -135,23 +154,40 @@ def notify(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
             p99_ratio(latency_figures(beside), latency_figures(alone)) for alone, beside in zip(alone_runs, beside_runs)]
         report["fast_path_runs"] = {"alone": [run_outline(run) for run in alone_runs],
                                     "with_bridge": [run_outline(run) for run in beside_runs]}
-    targets = {
+    return report, {
         "delivery_p99_under_100_ms": (delivered["delivery"]["p99_ms"] or float("inf")) < DELIVERY_P99_TARGET_MS,
         "fast_path_p99_kept": ratio is not None and ratio <= BRIDGE_ISOLATION_TARGET,
         "every_window_notified_once": notified_once(delivered),
         "both_runs_delivered_the_load": all(run["valid"] for run in (*alone_runs, *beside_runs)),
     }
-    if bridge_kills or outage_s:
-        outage_after_s = warmup_s(profile_config(profile, settings)) + 10.0 if outage_s else 0.0
-        faulted_s = max(seconds, outage_after_s + outage_s + AFTER_OUTAGE_S) if outage_s else seconds
-        faulted = measured_run(profile, settings, rate, faulted_s, hot_pages, latency=True,
-                               notify=(bridge_kills, outage_s, outage_after_s))
-        say_progress(f"bench: {profile} with the bridge, under faults: " + delivery_line(faulted["notify"]))
-        report["under_faults"] = {"seconds": faulted_s, "bridge_kills": bridge_kills, "outage_s": outage_s,
-                                  "alerts_missed_by_the_fast_path": faulted.get("missed_windows"), **faulted["notify"]}
-        targets["under_faults_every_window_notified_once"] = notified_once(faulted["notify"])
-    report["targets_met"] = targets
-    return report
+
+
+def interleaved(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str,
+                interleave_s: float) -> tuple[dict[str, Any], dict[str, bool]]:
+    """`notify`'s one run with the bridge, Alertmanager, its receiver and the reads paused and resumed in blocks
+    of `interleave_s` (lakehouse.bench.notify_during_load.interleaved_blocks): the fast path's windows that
+    crossed in the blocks without them against those that crossed in the blocks with them, in one JVM and one
+    stretch of the machine's time; the report and its targets. No delivery time: a record appended in a paused
+    block waits for the next."""
+    run = measured_run(profile, settings, rate, seconds, hot_pages, latency=True, notify=(0, 0, 0.0),
+                       hot_stagger=True, interleave_s=interleave_s)
+    spans = run.pop("interleaved")
+    alone, beside = spans.pop("alone"), spans.pop("with_bridge")
+    ratio = p99_ratio(beside, alone)
+    say_progress(f"bench: {profile} interleaved: p99 {alone['p99_ms']} ms in the blocks alone, "
+                 f"{beside['p99_ms']} ms in those with the bridge")
+    delivered = {key: value for key, value in run.pop("notify").items() if key not in ("delivery", "latencies_ms")}
+    blocks = [{**block, **{key: spans[f"block {n}"][key] for key in ("p50_ms", "p99_ms", "windows_over_threshold")}}
+              for n, block in enumerate(run.pop("interleaved_blocks"), 1)]
+    report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
+              "interleave_s": interleave_s, "notify": delivered,
+              "fast_path": {"alone": alone, "with_bridge": beside, "whole_run": latency_figures(run)},
+              "fast_path_p99_with_bridge_over_alone": ratio, "blocks": blocks}
+    return report, {
+        "fast_path_p99_kept": ratio is not None and ratio <= BRIDGE_ISOLATION_TARGET,
+        "every_window_notified_once": notified_once(delivered),
+        "the_run_delivered_the_load": bool(run["valid"]),
+    }
 
 
 def run_outline(run: dict[str, Any]) -> dict[str, Any]:

@@ -105,17 +105,24 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
 
 
 def time_to_alert_in_spans(spark: SparkSession, config: Config,
-                           spans: dict[str, tuple[datetime, datetime]]) -> dict[str, dict[str, Any]]:
-    """time_to_alert's figures per named span [start, end) of crossing times: what the fast path did
-    before something happened beside it, and while it lasted (`lakehouse bench forget`)."""
+                           spans: dict[str, list[tuple[datetime, datetime]]]) -> dict[str, dict[str, Any]]:
+    """time_to_alert's figures per named set of spans [start, end) of crossing times, each set's windows pooled:
+    what the fast path did before something happened beside it, and while it lasted (`lakehouse bench forget`),
+    or in the blocks with something beside it against the blocks without (`lakehouse bench notify --interleave`).
+
+        time_to_alert_in_spans(spark, config, {"before": [(t0, t1)], "during": [(t1, t2), (t3, t4)]})
+    """
     windows = window_latencies(spark, config).collect()
     figures = {}
-    for name, (start, end) in spans.items():
-        inside = [row for row in windows
-                  if row.crossedAt is not None and naive_local(start) <= row.crossedAt < naive_local(end)]
+    for name, intervals in spans.items():
+        inside = [row for row in windows if row.crossedAt is not None
+                  and any(naive_local(start) <= row.crossedAt < naive_local(end) for start, end in intervals)]
+        slowest = sorted((row for row in inside if row.latencyMs is not None), key=lambda row: -row.latencyMs)
         figures[name] = {**percentiles(sorted(row.latencyMs for row in inside if row.latencyMs is not None)),
                          "windows_over_threshold": len(inside),
-                         "missed_windows": sum(1 for row in inside if row.firstAlertAt is None)}
+                         "missed_windows": sum(1 for row in inside if row.firstAlertAt is None),
+                         "slowest_windows": [{"pageId": row.pageId, "crossedAt": aware(row.crossedAt).isoformat(),
+                                              "latencyMs": row.latencyMs} for row in slowest[:3]]}
     return figures
 
 

@@ -58,10 +58,15 @@ def cmd_bench_notify(config: Config, args: argparse.Namespace) -> int:
 
     profile = _one_profile(args.config_name)
     _load_is_possible(config, [args.rate], args.hot_pages)
+    if args.interleave and args.pairs > 1:
+        raise LakehouseError("--interleave runs one run instead of pairs: give --pairs or --interleave, not both")
+    if args.interleave and args.seconds < 2 * args.interleave:
+        raise LakehouseError(f"--interleave {args.interleave:g}: --seconds ({args.seconds:g}) holds fewer than two "
+                             "blocks, one without the bridge and one with it")
     installed()  # before any run starts its JVM
     require_reachable(config.kafka)
     print(json.dumps(notify(passthrough(config, args), args.rate, args.seconds, args.hot_pages, profile,
-                            args.bridge_kills, args.outage, args.pairs), indent=2))
+                            args.bridge_kills, args.outage, args.pairs, args.interleave or 0.0), indent=2))
     return 0
 
 
@@ -237,12 +242,19 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "The hot pages cross the threshold at instants spread over the window (`lakehouse generate --hot-stagger`), so "
         "that both runs' windows meet the real-time batches' ends alike; each run lists its slowest windows, how far "
         "from a batch's end each crossed. With --pairs N, the two runs N times in turn, each configuration's windows "
-        "pooled; with --bridge-kills or --outage, one more run under those faults.")
+        "pooled; with --interleave SECONDS, one run instead, with the bridge, Alertmanager and the reads paused and "
+        "resumed in blocks of SECONDS (without, with, with, without, ...), the windows of the blocks without them "
+        "against those of the blocks with them; with --bridge-kills or --outage, one more run under those faults.")
     _load_arguments(bench_notify, seconds=60.0, hot_pages=8)
     _one_config_argument(bench_notify)
     bench_notify.add_argument("--pairs", type=positive(int), default=1, metavar="N",
                               help="run alone and with the bridge N times in turn, each one's percentiles over the "
                               "windows of all its runs (default 1)")
+    bench_notify.add_argument("--interleave", type=positive(float), metavar="SECONDS",
+                              help="one run instead of pairs: the bridge, Alertmanager and the reads paused (SIGSTOP) "
+                              "and resumed in blocks of SECONDS after the warm-up, the fast path's time-to-alert per "
+                              "block; no delivery times (a record of a paused block waits for the next). Give at "
+                              "least two real-time checkpoint intervals, and --seconds for at least four blocks")
     bench_notify.add_argument("--bridge-kills", type=positive(int), default=0, metavar="N",
                               help="in a third run: kill -9 the bridge N times, spread over the load, each restarted at once")
     bench_notify.add_argument("--outage", type=positive(float), default=0.0, metavar="SECONDS",

@@ -12,6 +12,7 @@ import pytest
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
 from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, pooled_notify, run_outline, throughput
 from lakehouse.bench.time_to_alert import from_nearest
+from lakehouse.bench.notify_during_load import interleaved_blocks
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
 from lakehouse.bench.under_load import cores_used, delivery
 from lakehouse.bench.capacity import load_shape, search_rates
@@ -300,3 +301,10 @@ def test_a_session_is_held_for_a_visit_the_gap_and_the_watermark_and_the_plateau
     assert held_seconds(config) == 2450
     # 20,000 events/s in visits of 5 clicks: 4,000 visits start each second, each held 2,450 s
     assert expected_plateau(config, 20_000) == 9_800_000
+
+
+def test_interleaved_blocks_alternate_without_with_with_without_and_leave_a_partial_block_out():
+    blocks = interleaved_blocks(70, 335, 60)
+    assert blocks == [(70, 130, False), (130, 190, True), (190, 250, True), (250, 310, False)]
+    assert [running for _, _, running in interleaved_blocks(0, 80, 10)] == [False, True, True, False] * 2
+    assert interleaved_blocks(10, 15, 10) == []
