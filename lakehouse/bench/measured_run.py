@@ -83,7 +83,7 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     from operational import hot_pages as fast_path
     from lakehouse.bench.notify_during_load import SETTLE_S
     from lakehouse.bench.time_to_alert import (first_appends_per_count, from_nearest, time_to_alert,
-                                               time_to_alert_in_spans)
+                                               time_to_alert_in_spans, window_latencies)
     from shared.kafka import ensure_topics
     from shared.spark import spark_session
     from shared.query_progress import batch_boundaries
@@ -128,18 +128,19 @@ def run_once(config: Config, settings: list[str], rate: float, seconds: float, h
     result = {**load.figures(rate, mode), **scrapes, **gold}
     if measure_latency:
         measured_from = load.started_at + timedelta(seconds=warmup_s)
-        result |= time_to_alert(spark, config, measured_from)
+        windows = window_latencies(spark, config).collect()
+        result |= time_to_alert(spark, config, measured_from, windows)
         if mode.real_time:
             result["batch_boundaries"] = batch_boundaries(load.batches.values(), measured_from, load.ended_at)
             ends = [summary.ended_at for summary in load.batches.values() if summary.ended_at is not None]
             for window in result["slowest_windows"]:
                 window["from_batch_end_ms"] = from_nearest(datetime.fromisoformat(window["crossedAt"]), ends)
         if notify is not None and notify.interleave_s:
-            result["interleaved"] = time_to_alert_in_spans(spark, config, notify.interleaved_spans())
+            result["interleaved"] = time_to_alert_in_spans(windows, notify.interleaved_spans(), keep_latencies=True)
             result["interleaved_blocks"] = [{"start": start.isoformat(), "seconds": round((end - start).total_seconds(), 1),
                                              "with_bridge": running} for start, end, running in notify.blocks]
         if forget is not None and forget.started_at is not None:
-            result["time_to_alert_spans"] = time_to_alert_in_spans(spark, config, {
+            result["time_to_alert_spans"] = time_to_alert_in_spans(windows, {
                 "before_forget": [(measured_from, forget.started_at)],
                 "during_forget": [(forget.started_at, forget.ended_at or load.ended_at)]})
     if forget is not None:

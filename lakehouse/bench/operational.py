@@ -9,6 +9,7 @@ absolute times drift on a shared machine.
 
 from __future__ import annotations
 
+import random
 import statistics
 from collections.abc import Callable
 from typing import Any
@@ -174,15 +175,21 @@ def interleaved(settings: list[str], rate: float, seconds: float, hot_pages: int
     spans = run.pop("interleaved")
     alone, beside = spans.pop("alone"), spans.pop("with_bridge")
     ratio = p99_ratio(beside, alone)
+    blocks_of = lambda running: [spans[f"block {n}"]["latencies_ms"]  # noqa: E731
+                                 for n, block in enumerate(run["interleaved_blocks"], 1) if block["with_bridge"] == running]
+    interval = p99_ratio_interval(blocks_of(False), blocks_of(True))
     say_progress(f"bench: {profile} interleaved: p99 {alone['p99_ms']} ms in the blocks alone, "
-                 f"{beside['p99_ms']} ms in those with the bridge")
+                 f"{beside['p99_ms']} ms in those with the bridge (ratio {ratio}, 90% interval {interval})")
     delivered = {key: value for key, value in run.pop("notify").items() if key not in ("delivery", "latencies_ms")}
     blocks = [{**block, **{key: spans[f"block {n}"][key] for key in ("p50_ms", "p99_ms", "windows_over_threshold")}}
               for n, block in enumerate(run.pop("interleaved_blocks"), 1)]
     report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
               "interleave_s": interleave_s, "notify": delivered,
               "fast_path": {"alone": alone, "with_bridge": beside, "whole_run": latency_figures(run)},
-              "fast_path_p99_with_bridge_over_alone": ratio, "blocks": blocks}
+              "fast_path_p99_with_bridge_over_alone": ratio,
+              "fast_path_p99_ratio_90_percent_interval": interval, "blocks": blocks}
+    for figures in (alone, beside):
+        figures.pop("latencies_ms")
     return report, {
         "fast_path_p99_kept": ratio is not None and ratio <= BRIDGE_ISOLATION_TARGET,
         "every_window_notified_once": notified_once(delivered),
@@ -242,6 +249,31 @@ def p99_ratio(beside: dict[str, Any], alone: dict[str, Any]) -> float | None:
     run has no figures."""
     return (round(beside["p99_ms"] / alone["p99_ms"], 2)
             if alone.get("p99_ms") and beside.get("p99_ms") is not None else None)
+
+
+#: Resamples of the blocks behind a p99 ratio's interval (p99_ratio_interval).
+RESAMPLES = 2000
+
+
+def p99_ratio_interval(alone_blocks: list[list[float]], beside_blocks: list[list[float]],
+                       resamples: int = RESAMPLES, seed: int = 0) -> list[float] | None:
+    """The 5th and 95th percentiles of the pooled p99 ratio (beside over alone) when each configuration's blocks
+    are drawn again with replacement, `resamples` times: how far the ratio moves with which blocks happened to
+    hold a bad batch end (a block bootstrap; the windows of one block are not independent, the blocks nearly are).
+    None without blocks on either side.
+
+        p99_ratio_interval([[10, 400], [12, 30]], [[11, 420], [12, 35]])  # e.g. [0.9, 1.4]
+    """
+    alone_blocks, beside_blocks = [block for block in alone_blocks if block], [block for block in beside_blocks if block]
+    if not alone_blocks or not beside_blocks:
+        return None
+    draw = random.Random(seed)
+
+    def pooled_p99(blocks: list[list[float]]) -> float:
+        return percentiles(sorted(value for block in draw.choices(blocks, k=len(blocks)) for value in block))["p99_ms"]
+
+    ratios = sorted(pooled_p99(beside_blocks) / pooled_p99(alone_blocks) for _ in range(resamples))
+    return [round(ratios[int(0.05 * resamples)], 2), round(ratios[int(0.95 * resamples) - 1], 2)]
 
 
 def notified_once(figures: dict[str, Any]) -> bool:

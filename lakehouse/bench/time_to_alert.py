@@ -16,7 +16,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from shared.alerts import alert_id
@@ -77,11 +77,13 @@ def window_latencies(spark: SparkSession, config: Config) -> DataFrame:
         (F.unix_millis("firstAlertAt") - F.unix_millis("crossedAt")).alias("latencyMs"))
 
 
-def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime | None = None) -> dict[str, Any]:
+def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime | None = None,
+                  windows: list[Row] | None = None) -> dict[str, Any]:
     """Latency percentiles over every alerted window (crossed at or after `measured_from`), with what
     could not be matched. The windows that crossed before `measured_from` are left out: counted as
-    `warmup_windows`, with their own percentiles under `warmup`."""
-    windows = window_latencies(spark, config).collect()
+    `warmup_windows`, with their own percentiles under `warmup`. `windows`: window_latencies' rows, when
+    the caller has them already (a long run's topics take minutes to read)."""
+    windows = window_latencies(spark, config).collect() if windows is None else windows
     warm = []
     if measured_from is not None:
         warm = [row for row in windows if row.crossedAt is not None and row.crossedAt < naive_local(measured_from)]
@@ -104,21 +106,22 @@ def time_to_alert(spark: SparkSession, config: Config, measured_from: datetime |
     }
 
 
-def time_to_alert_in_spans(spark: SparkSession, config: Config,
-                           spans: dict[str, list[tuple[datetime, datetime]]]) -> dict[str, dict[str, Any]]:
+def time_to_alert_in_spans(windows: list[Row], spans: dict[str, list[tuple[datetime, datetime]]],
+                           keep_latencies: bool = False) -> dict[str, dict[str, Any]]:
     """time_to_alert's figures per named set of spans [start, end) of crossing times, each set's windows pooled:
     what the fast path did before something happened beside it, and while it lasted (`lakehouse bench forget`),
     or in the blocks with something beside it against the blocks without (`lakehouse bench notify --interleave`).
+    `windows`: window_latencies' rows; `keep_latencies`: each set's latencies stay, as `latencies_ms`.
 
-        time_to_alert_in_spans(spark, config, {"before": [(t0, t1)], "during": [(t1, t2), (t3, t4)]})
+        time_to_alert_in_spans(windows, {"before": [(t0, t1)], "during": [(t1, t2), (t3, t4)]})
     """
-    windows = window_latencies(spark, config).collect()
     figures = {}
     for name, intervals in spans.items():
         inside = [row for row in windows if row.crossedAt is not None
                   and any(naive_local(start) <= row.crossedAt < naive_local(end) for start, end in intervals)]
         slowest = sorted((row for row in inside if row.latencyMs is not None), key=lambda row: -row.latencyMs)
-        figures[name] = {**percentiles(sorted(row.latencyMs for row in inside if row.latencyMs is not None)),
+        latencies = sorted(row.latencyMs for row in inside if row.latencyMs is not None)
+        figures[name] = {**percentiles(latencies), **({"latencies_ms": latencies} if keep_latencies else {}),
                          "windows_over_threshold": len(inside),
                          "missed_windows": sum(1 for row in inside if row.firstAlertAt is None),
                          "slowest_windows": [{"pageId": row.pageId, "crossedAt": aware(row.crossedAt).isoformat(),

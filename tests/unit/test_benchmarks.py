@@ -10,7 +10,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
-from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, pooled_notify, run_outline, throughput
+from lakehouse.bench.operational import (latency_figures, p99_ratio, p99_ratio_interval, pooled, pooled_notify, run_outline,
+                                         throughput)
 from lakehouse.bench.time_to_alert import from_nearest
 from lakehouse.bench.notify_during_load import interleaved_blocks
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
@@ -308,3 +309,14 @@ def test_interleaved_blocks_alternate_without_with_with_without_and_leave_a_part
     assert blocks == [(70, 130, False), (130, 190, True), (190, 250, True), (250, 310, False)]
     assert [running for _, _, running in interleaved_blocks(0, 80, 10)] == [False, True, True, False] * 2
     assert interleaved_blocks(10, 15, 10) == []
+
+
+def test_the_p99_ratio_interval_resamples_whole_blocks():
+    calm = [[10.0] * 99 + [100.0]] * 6
+    assert p99_ratio_interval(calm, calm) == [1.0, 1.0]
+    assert p99_ratio_interval(calm, [[2 * value for value in block] for block in calm]) == [2.0, 2.0]
+    # one block of four with a bad batch end on each side: which blocks a draw holds moves the ratio both ways
+    stalled = [[10.0] * 95 + [900.0] * 5]
+    low, high = p99_ratio_interval(calm[:3] + stalled, calm[:3] + stalled)
+    assert low < 1.0 < high, (low, high)
+    assert p99_ratio_interval([], calm) is None and p99_ratio_interval([[]], calm) is None
