@@ -85,12 +85,14 @@ class NotifyDuringLoad:
         config = with_overrides(config, [f"alerting.alertmanager_url={url}",
                                          f"alerting.consumer_group=bench-notify-{uuid.uuid4().hex[:6]}"])
         bridge = [NotifyProcess(child_options(config), relay=say_progress)]  # its lines begin "notify:"
-        self._seen_file = folder / "received.jsonl"
+        # The reads time each delivery; interleaved, no delivery is timed (a paused block holds its records back),
+        # and the blocks with the bridge hold what `lakehouse run` adds, not the benchmark's own reads.
+        self._seen_file = None if self.interleave_s else folder / "received.jsonl"
         watcher = subprocess.Popen([sys.executable, "-m", "lakehouse.bench.notify_during_load", url, str(self._seen_file)],
-                                   env=child_env())
+                                   env=child_env()) if self._seen_file else None
         stop = threading.Event()
         status = self.manager.status()
-        beside = [status.pid, status.receiver_pid, watcher.pid, bridge[0].pid]
+        beside = [status.pid, status.receiver_pid, bridge[0].pid]
         faults = threading.Thread(target=self._interleave, args=(beside, stop), daemon=True) if self.interleave_s \
             else threading.Thread(target=self._faults, args=(config, bridge, stop), daemon=True)
         self.began = datetime.now(timezone.utc)
@@ -105,8 +107,9 @@ class NotifyDuringLoad:
             # (prctl PR_SET_PDEATHSIG), and a bridge or Alertmanager it restarted must stop cleanly instead
             bridge[0].stop()
             self.manager.stop(quiet=True)
-            watcher.terminate()
-            watcher.wait()
+            if watcher is not None:
+                watcher.terminate()
+                watcher.wait()
             stop.set()
             faults.join(timeout=self.outage_s + 60)
 
@@ -114,7 +117,7 @@ class NotifyDuringLoad:
     def received(self) -> dict[Posted, datetime]:
         """Per window and click count, the first `updatedAt` the reads saw (`watch`)."""
         seen: dict[Posted, datetime] = {}
-        written = self._seen_file.read_text() if self._seen_file.exists() else ""
+        written = self._seen_file.read_text() if self._seen_file and self._seen_file.exists() else ""
         for line in written.split("\n")[:-1]:  # whole lines: the reads go on meanwhile
             page, start, count, updated_at = json.loads(line)
             seen.setdefault((page, start, count), instant(updated_at))
@@ -180,26 +183,32 @@ class NotifyDuringLoad:
 
     def figures(self, appended: dict[Posted, datetime], measured_from: datetime) -> dict[str, Any]:
         """Delivery over the records appended from `measured_from` on (`appended`: each window and count's first
-        append), and what reached the receiver for every window alerted."""
+        append), and what reached the receiver for every window alerted; without the reads (interleaved), only
+        the latter."""
         from lakehouse.bench.time_to_alert import percentiles
 
-        received = self.received
-        latencies = sorted(round((received[posted] - at).total_seconds() * 1000, 1)
-                           for posted, at in appended.items() if at >= measured_from and posted in received)
         alerted = {(page, start) for page, start, _ in appended}
-        at_alertmanager = {(page, start) for page, start, _ in received}
         notified = self.manager.notified_windows(since=self.began)
-        return {
-            "delivery": {**percentiles(latencies), "records": len(latencies)},
-            "latencies_ms": latencies,
+        reached = {
             "windows_alerted": len(alerted),
-            "windows_at_alertmanager": len(alerted & at_alertmanager),
-            "windows_not_read_at_alertmanager": sorted(f"{page} {start}" for page, start in alerted - at_alertmanager)[:10],
             "windows_notified_once": sum(1 for window in alerted if notified[window] == 1),
             "windows_notified_more_than_once": sum(1 for window in alerted if notified[window] > 1),
             "windows_not_notified": sorted(f"{page} {start}" for page, start in alerted - set(notified))[:10],
             "notifications_for_no_alerted_window": sum(n for window, n in notified.items() if window not in alerted),
             "faults": self.faults,
+        }
+        if self._seen_file is None:
+            return reached
+        received = self.received
+        latencies = sorted(round((received[posted] - at).total_seconds() * 1000, 1)
+                           for posted, at in appended.items() if at >= measured_from and posted in received)
+        at_alertmanager = {(page, start) for page, start, _ in received}
+        return {
+            "delivery": {**percentiles(latencies), "records": len(latencies)},
+            "latencies_ms": latencies,
+            "windows_at_alertmanager": len(alerted & at_alertmanager),
+            "windows_not_read_at_alertmanager": sorted(f"{page} {start}" for page, start in alerted - at_alertmanager)[:10],
+            **reached,
         }
 
 

@@ -180,7 +180,7 @@ def interleaved(settings: list[str], rate: float, seconds: float, hot_pages: int
     interval = p99_ratio_interval(blocks_of(False), blocks_of(True))
     say_progress(f"bench: {profile} interleaved: p99 {alone['p99_ms']} ms in the blocks alone, "
                  f"{beside['p99_ms']} ms in those with the bridge (ratio {ratio}, 90% interval {interval})")
-    delivered = {key: value for key, value in run.pop("notify").items() if key not in ("delivery", "latencies_ms")}
+    delivered = run.pop("notify")
     blocks = [{**block, **{key: spans[f"block {n}"][key] for key in ("p50_ms", "p99_ms", "windows_over_threshold")}}
               for n, block in enumerate(run.pop("interleaved_blocks"), 1)]
     report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
