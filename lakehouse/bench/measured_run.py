@@ -3,7 +3,7 @@
 `lakehouse bench` starts `python -m lakehouse.bench.measured_run run --profile P ...` once per
 configuration and rate, with fresh topics (LogAppendTime) and a fresh checkpoint, so the
 configurations compared start equal; the run prints its figures as one JSON object. The
-comparisons built from these runs are in lakehouse/bench/operational.py, capacity.py and recovery.py.
+comparisons built from these runs are in lakehouse/bench/operational.py, delivery.py, capacity.py and recovery.py.
 """
 
 from __future__ import annotations

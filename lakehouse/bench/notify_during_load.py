@@ -1,7 +1,7 @@
 """The bridge to Alertmanager beside a measured run's load (lakehouse/bench/measured_run.py), as `lakehouse run`
 starts it: an embedded Alertmanager with the shipped routes and its webhook receiver, and `lakehouse notify` in a
 process of its own; with faults when asked (the bridge killed, Alertmanager stopped for a while).
-`lakehouse bench notify` compares the fast path with and without it (lakehouse/bench/operational.py).
+`lakehouse bench notify` compares the fast path with and without it (lakehouse/bench/delivery.py).
 
 When Alertmanager took each post is read from Alertmanager itself: its API v2 gives each alert its `updatedAt`,
 the moment the latest post of it arrived, and the annotations that post carried. Polled every `POLL_S`, the

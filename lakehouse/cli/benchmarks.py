@@ -52,7 +52,7 @@ def cmd_bench_freshness(config: Config, args: argparse.Namespace) -> int:
 
 
 def cmd_bench_notify(config: Config, args: argparse.Namespace) -> int:
-    from lakehouse.bench.operational import notify
+    from lakehouse.bench.delivery import notify
     from lakehouse.services.alertmanager import installed
     from shared.kafka import require_reachable
 

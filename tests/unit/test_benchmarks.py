@@ -10,8 +10,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from lakehouse.bench.freshness import caught_up_at, freshness_figures, gold_freshness, layer_figures, weighted_quantile
-from lakehouse.bench.operational import (latency_figures, p99_ratio, p99_ratio_interval, pooled, pooled_notify, run_outline,
-                                         throughput)
+from lakehouse.bench.delivery import p99_ratio_interval, pooled_notify
+from lakehouse.bench.operational import latency_figures, p99_ratio, pooled, run_outline, throughput
 from lakehouse.bench.time_to_alert import from_nearest
 from lakehouse.bench.notify_during_load import interleaved_blocks
 from lakehouse.bench.linux_process import cpu_seconds, machine_busy_seconds
