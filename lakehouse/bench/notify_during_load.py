@@ -10,9 +10,10 @@ that count arrived; against that record's Kafka append (LogAppendTime: both cloc
 the delivery time. The reads run in a process of their own (`python -m lakehouse.bench.notify_during_load
 URL FILE`), not in the measured fast path's driver. What reached people is what the webhook receiver kept.
 
-Interleaved (`interleave_s`), the bridge, Alertmanager, its receiver and the reads are paused (SIGSTOP) and resumed
-(SIGCONT) in blocks of the load, so that one fast path, in one JVM and one stretch of the machine's time, is measured
-both without them and with them: a run's worst real-time batch end, which sets its p99, then falls in both.
+Interleaved (`interleave_s`), the bridge, Alertmanager and its receiver are paused (SIGSTOP) and resumed (SIGCONT) in
+blocks of the load, so that one fast path, in one JVM and one stretch of the machine's time, is measured both without
+them and with them: a run's worst real-time batch end, which sets its p99, then falls in both. No delivery is timed
+then (a paused block holds its records back), so the reads do not run.
 """
 
 from __future__ import annotations
@@ -68,8 +69,9 @@ class NotifyDuringLoad:
     interleave_s: float = 0.0
     interleave_from_s: float = 0.0
     faults: list[dict[str, Any]] = field(default_factory=list)
-    #: The interleaved blocks as they ran: (start, end, whether the bridge and Alertmanager ran).
-    blocks: list[tuple[datetime, datetime, bool]] = field(default_factory=list)
+    #: The interleaved blocks' starts as they ran, with whether the bridge and Alertmanager ran in each.
+    _switches: list[tuple[datetime, bool]] = field(default_factory=list)
+    _blocks_ended_at: datetime | None = None
     _blocks_done: threading.Event = field(default_factory=threading.Event)
     manager: EmbeddedAlertmanager | None = None
     began: datetime | None = None
@@ -155,16 +157,19 @@ class NotifyDuringLoad:
                 if stop.wait(max(start_s - (time.monotonic() - began), 0)):
                     return
                 _signal(pids, signal.SIGCONT if running else signal.SIGSTOP)
-                now = datetime.now(timezone.utc)
-                if self.blocks:
-                    self.blocks[-1] = (self.blocks[-1][0], now, self.blocks[-1][2])
-                self.blocks.append((now, now, running))
+                self._switches.append((datetime.now(timezone.utc), running))
             stop.wait(max(self.load_s - (time.monotonic() - began), 0))
-            if self.blocks:
-                self.blocks[-1] = (self.blocks[-1][0], datetime.now(timezone.utc), self.blocks[-1][2])
         finally:
+            self._blocks_ended_at = datetime.now(timezone.utc)
             _signal(pids, signal.SIGCONT)
             self._blocks_done.set()
+
+    @property
+    def blocks(self) -> list[tuple[datetime, datetime, bool]]:
+        """The interleaved blocks as they ran: (start, end, whether the bridge and Alertmanager ran); each ends
+        where the next began, the last where the load did."""
+        ends = [start for start, _ in self._switches[1:]] + [self._blocks_ended_at or datetime.now(timezone.utc)]
+        return [(start, end, running) for (start, running), end in zip(self._switches, ends)]
 
     def interleaved_spans(self) -> dict[str, list[tuple[datetime, datetime]]]:
         """The blocks without the bridge ("alone"), those with it ("with_bridge"), and each block on its own
