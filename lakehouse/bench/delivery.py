@@ -86,7 +86,7 @@ def paired(settings: list[str], rate: float, seconds: float, hot_pages: int, pro
 
 def interleaved(settings: list[str], rate: float, seconds: float, hot_pages: int, profile: str,
                 interleave_s: float) -> tuple[dict[str, Any], dict[str, bool]]:
-    """`notify`'s one run with the bridge, Alertmanager, its receiver and the reads paused and resumed in blocks
+    """`notify`'s one run with the bridge, Alertmanager and its receiver paused and resumed in blocks
     of `interleave_s` (lakehouse.bench.notify_during_load.interleaved_blocks): the fast path's windows that
     crossed in the blocks without them against those that crossed in the blocks with them, in one JVM and one
     stretch of the machine's time; the report and its targets. No delivery time: a record appended in a paused
@@ -96,14 +96,15 @@ def interleaved(settings: list[str], rate: float, seconds: float, hot_pages: int
     spans = run.pop("interleaved")
     alone, beside = spans.pop("alone"), spans.pop("with_bridge")
     ratio = p99_ratio(beside, alone)
-    blocks_of = lambda running: [spans[f"block {n}"]["latencies_ms"]  # noqa: E731
-                                 for n, block in enumerate(run["interleaved_blocks"], 1) if block["with_bridge"] == running]
-    interval = p99_ratio_interval(blocks_of(False), blocks_of(True))
+    ran = run.pop("interleaved_blocks")
+    latencies = {running: [spans[f"block {n}"]["latencies_ms"] for n, block in enumerate(ran, 1)
+                           if block["with_bridge"] == running] for running in (False, True)}
+    interval = p99_ratio_interval(latencies[False], latencies[True])
     say_progress(f"bench: {profile} interleaved: p99 {alone['p99_ms']} ms in the blocks alone, "
                  f"{beside['p99_ms']} ms in those with the bridge (ratio {ratio}, 90% interval {interval})")
     delivered = run.pop("notify")
     blocks = [{**block, **{key: spans[f"block {n}"][key] for key in ("p50_ms", "p99_ms", "windows_over_threshold")}}
-              for n, block in enumerate(run.pop("interleaved_blocks"), 1)]
+              for n, block in enumerate(ran, 1)]
     report = {"rate": rate, "seconds": seconds, "hot_pages": hot_pages, "profile": profile,
               "interleave_s": interleave_s, "notify": delivered,
               "fast_path": {"alone": alone, "with_bridge": beside, "whole_run": latency_figures(run)},
@@ -118,7 +119,7 @@ def interleaved(settings: list[str], rate: float, seconds: float, hot_pages: int
     }
 
 
-#: The delivery figures that count windows, the same way.
+#: The delivery figures that count windows: summed when runs are pooled (pooled_notify).
 _DELIVERY_COUNTS = ("windows_alerted", "windows_at_alertmanager", "windows_notified_once",
                     "windows_notified_more_than_once", "notifications_for_no_alerted_window")
 
@@ -147,7 +148,7 @@ def p99_ratio_interval(alone_blocks: list[list[float]], beside_blocks: list[list
     hold a bad batch end (a block bootstrap; the windows of one block are not independent, the blocks nearly are).
     None without blocks on either side.
 
-        p99_ratio_interval([[10, 400], [12, 30]], [[11, 420], [12, 35]])  # e.g. [0.9, 1.4]
+        p99_ratio_interval([[10, 400], [12, 30]], [[11, 420], [12, 35]])  # [0.09, 14.0]: which block holds the 400
     """
     alone_blocks, beside_blocks = [block for block in alone_blocks if block], [block for block in beside_blocks if block]
     if not alone_blocks or not beside_blocks:

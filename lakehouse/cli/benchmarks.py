@@ -242,7 +242,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
         "The hot pages cross the threshold at instants spread over the window (`lakehouse generate --hot-stagger`), so "
         "that both runs' windows meet the real-time batches' ends alike; each run lists its slowest windows, how far "
         "from a batch's end each crossed. With --pairs N, the two runs N times in turn, each configuration's windows "
-        "pooled; with --interleave SECONDS, one run instead, with the bridge, Alertmanager and the reads paused and "
+        "pooled; with --interleave SECONDS, one run instead, with the bridge, Alertmanager and its receiver paused and "
         "resumed in blocks of SECONDS (without, with, with, without, ...), the windows of the blocks without them "
         "against those of the blocks with them; with --bridge-kills or --outage, one more run under those faults.")
     _load_arguments(bench_notify, seconds=60.0, hot_pages=8)
@@ -251,7 +251,7 @@ def register(commands: Any, common: argparse.ArgumentParser) -> None:
                               help="run alone and with the bridge N times in turn, each one's percentiles over the "
                               "windows of all its runs (default 1)")
     bench_notify.add_argument("--interleave", type=positive(float), metavar="SECONDS",
-                              help="one run instead of pairs: the bridge, Alertmanager and the reads paused (SIGSTOP) "
+                              help="one run instead of pairs: the bridge, Alertmanager and its receiver paused (SIGSTOP) "
                               "and resumed in blocks of SECONDS after the warm-up, the fast path's time-to-alert per "
                               "block; no delivery times (a record of a paused block waits for the next). Give at "
                               "least two real-time checkpoint intervals, and --seconds for at least four blocks")

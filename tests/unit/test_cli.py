@@ -75,6 +75,17 @@ def test_a_benchmark_load_the_generator_cannot_make_is_refused_before_anything_s
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("options, said", [
+    (["--interleave", "60", "--pairs", "3"], "give --pairs or --interleave, not both"),
+    (["--interleave", "60", "--seconds", "90"], "--seconds (90) holds fewer than two blocks"),
+])
+def test_bench_notify_refuses_interleaving_it_cannot_do_before_anything_starts(options, said):
+    result = run_lakehouse("bench", "notify", *options, "--set", "kafka.bootstrap_servers=127.0.0.1:1")
+
+    assert result.returncode == 2 and said in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+
+
 RESULT_COMMANDS = [["kafka", "topics"], ["cluster", "status"], ["alerts"], ["analytical"], ["status"], ["rebuild"],
                    ["maintain"], ["check"], ["reconcile"], ["inspect"], ["query", "top-pages"], ["query", "trend"],
                    ["query", "hot-windows"], ["sql"]]
